@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def random_blocks(key: jax.Array, num_chains: int, num_sites: int, k: int) -> jax.Array:
@@ -46,25 +47,56 @@ def all_sites(num_chains: int, num_sites: int) -> jax.Array:
   return jnp.broadcast_to(jnp.arange(num_sites, dtype=jnp.int32), (num_chains, num_sites))
 
 
+def _invert_cdf(p_RV: jax.Array, u_R: jax.Array) -> jax.Array:
+  """Smallest index whose cumulative mass exceeds u * total, clipped to the last index of
+  positive mass (float rounding can push u * total past it)."""
+  V = p_RV.shape[-1]
+  cdf_RV = jnp.cumsum(p_RV, axis=-1)
+  idx_R = jnp.sum(cdf_RV <= (u_R * cdf_RV[:, -1])[:, None], axis=-1)
+  last_positive_R = V - 1 - jnp.argmax(jnp.flip(p_RV > 0, axis=-1), axis=-1)
+  return jnp.minimum(idx_R, last_positive_R)
+
+
+def _two_level_draw(p_RV: jax.Array, u_R: jax.Array) -> jax.Array:
+  """Inverse-CDF draw in two levels: pick a block of ~sqrt(V) entries by its mass, then an
+  entry inside it. O(V) work with cumsums of length ~sqrt(V) (XLA's CPU cumsum is
+  superlinear: 2.4 s for 1000 x 30522 in one level)."""
+  R, V = p_RV.shape
+  b = int(np.ceil(np.sqrt(V)))
+  nb = -(-V // b)
+  p_RNb = jnp.pad(p_RV, ((0, 0), (0, nb * b - V))).reshape(R, nb, b)
+  mass_RN = p_RNb.sum(-1)
+  total_R = mass_RN.sum(-1)
+  cdf_RN = jnp.cumsum(mass_RN, axis=-1)
+  target_R = u_R * total_R
+  blk_R = jnp.sum(cdf_RN <= target_R[:, None], axis=-1)
+  last_blk_R = nb - 1 - jnp.argmax(jnp.flip(mass_RN > 0, axis=-1), axis=-1)
+  blk_R = jnp.minimum(blk_R, last_blk_R)
+  below_R = jnp.take_along_axis(cdf_RN, blk_R[:, None], axis=-1)[:, 0] - \
+      jnp.take_along_axis(mass_RN, blk_R[:, None], axis=-1)[:, 0]
+  inner_Rb = jnp.take_along_axis(p_RNb, blk_R[:, None, None], axis=1)[:, 0]
+  mass_R = inner_Rb.sum(-1)
+  u_in_R = jnp.clip((target_R - below_R) / jnp.where(mass_R > 0, mass_R, 1.0), 0.0, 1.0)
+  return blk_R * b + _invert_cdf(inner_Rb, u_in_R)
+
+
 def categorical(key: jax.Array, logits_BXV: jax.Array) -> jax.Array:
   """Index draws from softmax(logits) along the last axis, by inversion of the CDF.
 
   One uniform per draw (Gumbel-max needs V of them, 4x slower here at V = 64); the law is
-  the same. Float rounding can push u * total past the last positive entry, so the draw
-  is clipped to the last index of positive probability.
+  the same up to float32 rounding of the CDF.
   """
   logits_BXV = logits_BXV.astype(jnp.float32)
-  if logits_BXV.shape[-1] == 2:
+  V = logits_BXV.shape[-1]
+  if V == 2:
     diff = logits_BXV[..., 1] - logits_BXV[..., 0]
     u = jax.random.uniform(key, diff.shape, dtype=diff.dtype)
     return (u < jax.nn.sigmoid(diff)).astype(jnp.int32)
-  p_BXV = jax.nn.softmax(logits_BXV, axis=-1)
-  cdf_BXV = jnp.cumsum(p_BXV, axis=-1)
-  u_BX1 = jax.random.uniform(key, cdf_BXV.shape[:-1] + (1,), dtype=cdf_BXV.dtype)
-  idx = jnp.sum(cdf_BXV <= u_BX1 * cdf_BXV[..., -1:], axis=-1)
-  V = logits_BXV.shape[-1]
-  last_positive = V - 1 - jnp.argmax(jnp.flip(p_BXV > 0, axis=-1), axis=-1)
-  return jnp.minimum(idx, last_positive).astype(jnp.int32)
+  batch_shape = logits_BXV.shape[:-1]
+  p_RV = jax.nn.softmax(logits_BXV.reshape(-1, V), axis=-1)
+  u_R = jax.random.uniform(key, p_RV.shape[:1], dtype=p_RV.dtype)
+  draw = _invert_cdf if V <= 64 else _two_level_draw
+  return draw(p_RV, u_R).astype(jnp.int32).reshape(batch_shape)
 
 
 def write_block(x_BN: jax.Array, sites_BK: jax.Array, new_BK: jax.Array) -> jax.Array:

@@ -20,10 +20,8 @@ def _check_dense(model: Ising) -> None:
   check_enumerable(model.n, MAX_DENSE_N)
 
 
-def block_transition_matrix(model: Ising, block: tuple[int, ...]) -> np.ndarray:
-  """P_K(x, y) = 1[y_-K = x_-K] p(y_K | x_-K): resample block K from its exact conditional."""
-  _check_dense(model)
-  p_S = exact_distribution(model)
+def _add_block(P: np.ndarray, p_S: np.ndarray, block: tuple[int, ...], weight: float) -> None:
+  """P += weight * P_K, P_K(x, y) = 1[y_-K = x_-K] p(y_K | x_-K)."""
   S = p_S.shape[0]
   mask = sum(1 << i for i in block)
   subs_C = np.array([sum(1 << block[a] for a in range(len(block)) if (c >> a) & 1)
@@ -31,9 +29,14 @@ def block_transition_matrix(model: Ising, block: tuple[int, ...]) -> np.ndarray:
   s_S = np.arange(S, dtype=np.int64)
   partners_SC = (s_S & ~mask)[:, None] | subs_C[None, :]
   w_SC = p_S[partners_SC]
-  w_SC /= w_SC.sum(axis=1, keepdims=True)
-  P = np.zeros((S, S))
-  P[s_S[:, None], partners_SC] = w_SC
+  P[s_S[:, None], partners_SC] += weight * w_SC / w_SC.sum(axis=1, keepdims=True)
+
+
+def block_transition_matrix(model: Ising, block: tuple[int, ...]) -> np.ndarray:
+  """P_K(x, y) = 1[y_-K = x_-K] p(y_K | x_-K): resample block K from its exact conditional."""
+  _check_dense(model)
+  P = np.zeros((2 ** model.n, 2 ** model.n))
+  _add_block(P, exact_distribution(model), tuple(block), 1.0)
   return P
 
 
@@ -41,7 +44,11 @@ def kgibbs_transition_matrix(model: Ising, k: int) -> np.ndarray:
   """k-Gibbs: a uniformly random k-subset K, then x_K ~ p(. | x_-K). k = 1 is Glauber."""
   _check_dense(model)
   bs = blocks(model.n, k)
-  return sum(block_transition_matrix(model, b) for b in bs) / len(bs)
+  p_S = exact_distribution(model)
+  P = np.zeros((p_S.shape[0], p_S.shape[0]))
+  for b in bs:
+    _add_block(P, p_S, b, 1.0 / len(bs))
+  return P
 
 
 def parallel_transition_matrix(model: Ising) -> np.ndarray:
