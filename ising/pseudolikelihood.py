@@ -89,7 +89,7 @@ def check_samples(samples_BN) -> np.ndarray:
     raise ValueError(f"samples must have N >= 1 sites, got shape {x.shape}")
   bad = ~np.isin(x, (-1, 1))
   if bad.any():
-    raise ValueError(f"samples must take values in {{-1, +1}}; found {x[bad].flat[0]!r} "
+    raise ValueError(f"samples must take values in {{-1, +1}}; found {x[bad].flat[0].item()!r} "
                      f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
   return x
 
