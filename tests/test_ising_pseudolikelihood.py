@@ -284,13 +284,14 @@ def test_error_vs_samples_job_writes_run_directory(tmp_path):
 def test_asymptotics_job_writes_run_directory(tmp_path):
   from ising.mple_experiments import asymptotics
   c = _tiny("asymptotics")
-  c.n_large = 400
+  c.n_large, c.random_models = 400, 2
   asymptotics(c, str(tmp_path))
   for f in ("config.json", "results.json", "report.md", "asymptotic_traces.png",
             "theorem2_eigenvalues.png"):
     assert (tmp_path / f).exists(), f
   res = json.loads((tmp_path / "results.json").read_text())
-  assert {"n_large", "ks", "masks", "models", "nonconverged_fits", "figures"} <= set(res)
+  assert {"n_large", "ks", "masks", "models", "nonconverged_fits", "figures",
+          "random_models"} <= set(res)
   entry = res["models"]["J=0.2"]["k"]["1"]
   assert {"trace_sigma", "empirical_n_mse", "poincare_constant", "theorem2", "theorem2_margin",
           "theorem1_min_eig"} <= set(entry)
