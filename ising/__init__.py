@@ -3,7 +3,8 @@
 Models (`ising.model`), samplers as block dynamics over the exact conditional oracle
 (`ising.samplers`: k-Gibbs, Glauber = 1-Gibbs, the independent parallel sampler), exact
 transition matrices, stationary laws, spectral gaps and hitting-time laws by enumeration
-(`ising.exact`), and the experiments run by `sample.py` / `train.py`.
+(`ising.exact`), k-pseudolikelihood fitting (`ising.pseudolikelihood`) and its exact asymptotic
+covariances (`ising.asymptotics`), and the experiments run by `sample.py` / `train.py`.
 """
 
 from ising.exact import (
@@ -27,6 +28,19 @@ from ising.model import (
     log_potential,
     state_index,
 )
+from ising.asymptotics import fisher_information, kmple_asymptotics, theorem2_check, weighted_asymptotics
+from ising.pseudolikelihood import (
+    MASK_MODES,
+    FitResult,
+    exact_samples,
+    fit_kmple,
+    fit_weighted_mple,
+    from_theta,
+    kpl_loss,
+    sampled_kpl_loss,
+    to_theta,
+    weighted_pl_loss,
+)
 from ising.samplers import hitting_times_to_mode, mode_states, random_states, sample
 
 __all__ = [
@@ -36,4 +50,7 @@ __all__ = [
     "kgibbs_transition_matrix", "parallel_transition_matrix", "transition_matrix",
     "stationary_distribution", "spectral_gap", "poincare_constant", "detailed_balance_residual",
     "hitting_time_survival",
+    "to_theta", "from_theta", "kpl_loss", "weighted_pl_loss", "sampled_kpl_loss", "fit_kmple",
+    "fit_weighted_mple", "FitResult", "exact_samples", "MASK_MODES",
+    "kmple_asymptotics", "weighted_asymptotics", "fisher_information", "theorem2_check",
 ]
