@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib
 import os
 
+from absl import app, flags
+from ml_collections import config_flags
+
 
 def resolve_job(job: str, allowed_prefixes: tuple[str, ...]):
   if ":" not in job:
@@ -35,3 +38,20 @@ def main(config, workdir: str, allowed_prefixes: tuple[str, ...]) -> None:
   os.makedirs(workdir, exist_ok=True)
   fn(config, workdir)
   print(f"Results in {workdir}/ (config.json, results.json, report.md, figures).")
+
+
+JOB_PACKAGES = ("ising.", "glauber.", "padir.")
+
+
+def cli() -> None:
+  """`python {train,sample}.py --config configs/NAME.py --workdir DIR [--config.key=value ...]`."""
+  config = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.")
+  workdir = flags.DEFINE_string("workdir", None, "Run directory for config, results, figures, report.")
+  flags.mark_flags_as_required(["config", "workdir"])
+
+  def _main(argv):
+    if len(argv) > 1:
+      raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    main(config.value, workdir.value, JOB_PACKAGES)
+
+  app.run(_main)

@@ -24,7 +24,7 @@ def get_config() -> ConfigDict:
   c.couplings = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
   c.ks = tuple(range(1, 11))
   c.include_parallel = True
-  c.num_chains = 1000  # repetitions per (J, sampler)
+  c.num_chains = 200  # repetitions per (J, sampler); the paper used 10
   c.budget = 1000
   c.exact = True  # exact hitting-time law from the transition matrix (N <= 12)
   return c

@@ -5,16 +5,14 @@ import itertools
 import numpy as np
 import pytest
 
+import ising_helpers
+
 from ising import exact
 from ising.model import all_states, clique_model, exact_distribution, ising, log_potential
 
 
 def random_model(n, seed, scale=0.4):
-  rng = np.random.default_rng(seed)
-  J = rng.normal(0, scale, (n, n))
-  J = (J + J.T) / 2
-  np.fill_diagonal(J, 0)
-  return ising(rng.normal(0, 0.5, n), J)
+  return ising_helpers.random_model(n, seed, scale)
 
 
 def brute_force_distribution(model):

@@ -11,19 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from ising_helpers import random_model
 
 from ising import exact, samplers
 from ising.model import all_states, clique_model, exact_distribution, ising, state_index
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def random_model(n, seed, scale=0.3):
-  rng = np.random.default_rng(seed)
-  J = rng.normal(0, scale, (n, n))
-  J = (J + J.T) / 2
-  np.fill_diagonal(J, 0)
-  return ising(rng.normal(0, 0.5, n), J)
 
 
 def empirical(x_BN, n):
