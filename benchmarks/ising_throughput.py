@@ -83,7 +83,7 @@ def model_arrays(spec: ModelSpec) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(m.h, np.float32), np.asarray(m.J, np.float32)
   rng = np.random.default_rng(1234 + spec.n)
   A_NN = rng.standard_normal((spec.n, spec.n), dtype=np.float32)
-  J_NN = (A_NN + A_NN.T) * np.float32(0.5 / math.sqrt(spec.n))   # symmetric, entries ~ N(0, 1/N)
+  J_NN = (A_NN + A_NN.T) * np.float32(1.0 / math.sqrt(2.0 * spec.n))  # symmetric, J_ij ~ N(0, 1/N)
   np.fill_diagonal(J_NN, 0.0)
   h_N = rng.standard_normal(spec.n, dtype=np.float32) * np.float32(0.5)
   assert J_NN.dtype == np.float32 and h_N.dtype == np.float32
