@@ -19,9 +19,15 @@ the same key gives the same chains however the batch axis is sharded.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.random import threefry_2x32
+
+# Index draws below use 32-bit integer arithmetic (multiply-shift on 16-bit halves).
+MAX_WORD_INDEX_RANGE = 2 ** 16
 
 
 def random_blocks(key: jax.Array, num_chains: int, num_sites: int, k: int) -> jax.Array:
@@ -86,17 +92,83 @@ def categorical(key: jax.Array, logits_BXV: jax.Array) -> jax.Array:
   One uniform per draw (Gumbel-max needs V of them, 4x slower here at V = 64); the law is
   the same up to float32 rounding of the CDF.
   """
+  batch_shape = logits_BXV.shape[:-1]
+  u_BX = jax.random.uniform(key, (math.prod(batch_shape),), dtype=jnp.float32).reshape(batch_shape)
+  return categorical_from_uniform(u_BX, logits_BXV)
+
+
+def categorical_from_uniform(u_BX: jax.Array, logits_BXV: jax.Array) -> jax.Array:
+  """The draw of `categorical` given its uniforms u[B, X] in [0, 1)."""
   logits_BXV = logits_BXV.astype(jnp.float32)
   V = logits_BXV.shape[-1]
   if V == 2:
     diff = logits_BXV[..., 1] - logits_BXV[..., 0]
-    u = jax.random.uniform(key, diff.shape, dtype=diff.dtype)
-    return (u < jax.nn.sigmoid(diff)).astype(jnp.int32)
+    return (u_BX < jax.nn.sigmoid(diff)).astype(jnp.int32)
   batch_shape = logits_BXV.shape[:-1]
   p_RV = jax.nn.softmax(logits_BXV.reshape(-1, V), axis=-1)
-  u_R = jax.random.uniform(key, p_RV.shape[:1], dtype=p_RV.dtype)
   draw = _invert_cdf if V <= 64 else _two_level_draw
-  return draw(p_RV, u_R).astype(jnp.int32).reshape(batch_shape)
+  return draw(p_RV, u_BX.reshape(-1)).astype(jnp.int32).reshape(batch_shape)
+
+
+# ----------------------------------------------------------------------------- raw random words
+# One Threefry-2x32 hash yields two independent uniform 32-bit words; jax.random.bits keeps
+# their XOR (one word per hash), jax.random.randint spends two hashes on one index and
+# jax.random.uniform one hash on 23 bits. The functions below draw every random number of a
+# sampler step from one array of words (one hash per two words), which is what makes a
+# Glauber step cost one hash per chain instead of three.
+
+def _threefry_key_data(key: jax.Array) -> jax.Array | None:
+  if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return jax.random.key_data(key) if str(jax.random.key_impl(key)) == "threefry2x32" else None
+  if key.dtype == jnp.uint32 and key.shape == (2,) and jax.config.jax_default_prng_impl == "threefry2x32":
+    return key  # legacy raw threefry key
+  return None
+
+
+def random_words(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+  """Independent uniform uint32 words of a global shape (any device sharding gives the same
+  words: element i is a function of (key, i) only)."""
+  key_data = _threefry_key_data(key)
+  if key_data is None:
+    return jax.random.bits(key, shape, jnp.uint32)
+  size = math.prod(shape)
+  half = (size + 1) // 2
+  words = threefry_2x32(key_data, jnp.arange(2 * half, dtype=jnp.uint32))  # hash i -> (i, half+i)
+  return words[:size].reshape(shape)
+
+
+def uniform_from_words(w: jax.Array) -> jax.Array:
+  """Uniform float32 in [0, 1) from the top 23 bits, as jax.random.uniform builds it."""
+  one_bits = jnp.uint32(0x3F800000)
+  return jax.lax.bitcast_convert_type((w >> 9) | one_bits, jnp.float32) - 1.0
+
+
+def index_from_words(w: jax.Array, n) -> jax.Array:
+  """floor(w * n / 2^32) (Lemire's multiply-shift), in [0, n) for n < 2^16: each index has
+  probability within 2^-32 of 1/n (jax.random.randint: within 2^-64, for two hashes)."""
+  n = jnp.asarray(n, jnp.uint32)
+  hi, lo = w >> 16, w & jnp.uint32(0xFFFF)
+  return ((hi * n + ((lo * n) >> 16)) >> 16).astype(jnp.int32)
+
+
+def distinct_indices_from_words(w_BK: jax.Array, n: int) -> jax.Array:
+  """A uniformly random ordered k-tuple of distinct sites of range(n) per row, int32[B, k]:
+  draw j is the r-th site not drawn before, r uniform in [0, n - j). Its set is a uniform
+  k-subset (the law of `random_blocks`). O(k^2) elementwise work: meant for small k."""
+  k = w_BK.shape[-1]
+  taken = []  # the sites drawn so far, kept sorted increasingly (per row)
+  sites = []
+  for j in range(k):
+    r_B = index_from_words(w_BK[..., j], n - j)
+    for s_B in taken:          # skip the taken sites, smallest first
+      r_B = r_B + (r_B >= s_B).astype(jnp.int32)
+    sites.append(r_B)
+    carry_B, merged = r_B, []
+    for s_B in taken:          # insert r_B into the sorted list
+      merged.append(jnp.minimum(s_B, carry_B))
+      carry_B = jnp.maximum(s_B, carry_B)
+    taken = merged + [carry_B]
+  return jnp.stack(sites, axis=-1)
 
 
 def write_block(x_BN: jax.Array, sites_BK: jax.Array, new_BK: jax.Array) -> jax.Array:

@@ -23,6 +23,7 @@ from ising.model import Ising, check_block_size
 Method = Literal["gibbs", "parallel"]
 METHODS = ("gibbs", "parallel")
 SPIN_VALUES = jnp.array([-1, 1], jnp.int8)
+MAX_SEQUENTIAL_BLOCK = 8  # larger blocks: top-k of N uniforms (O(k^2) sequential draws cost more)
 
 
 def block_configs(k: int) -> jax.Array:
@@ -50,6 +51,25 @@ def block_logits(model: Ising, x_BN: jax.Array, sites_BK: jax.Array, configs_CK:
           + jnp.einsum("cp,bp->bc", yy_CP, J_BKK.reshape(-1, k * k)))
 
 
+def glauber_update(model: Ising, x_BN: jax.Array, site_B: jax.Array, u_B: jax.Array) -> jax.Array:
+  """The k = 1 case of block_logits + categorical_from_uniform + write_block, with the same
+  law and less work: x_s <- +1 iff u < sigmoid(2 f_s), f_s = h_s + 2 sum_j J_sj x_j.
+
+  Uses J_ss = 0 (the Ising invariant, enforced by `ising`; `_run` zeroes the diagonal before
+  Gibbs steps, which leaves every block conditional unchanged)."""
+  J_BN = model.J[site_B]
+  f_B = model.h[site_B] + 2.0 * jnp.sum(J_BN * x_BN.astype(jnp.float32), axis=-1)
+  new_B = jnp.where(u_B < jax.nn.sigmoid(2.0 * f_B), 1, -1).astype(x_BN.dtype)
+  return kernel.write_block(x_BN, site_B[:, None], new_B[:, None])
+
+
+def without_self_couplings(model: Ising) -> Ising:
+  """The same model with J_ii = 0: x_i^2 = 1 makes J_ii a constant of phi, so no Gibbs
+  conditional depends on it (a no-op for models built by `ising`)."""
+  n = model.J.shape[0]
+  return model.replace(J=jnp.where(jnp.eye(n, dtype=bool), 0.0, model.J))
+
+
 def site_logits(model: Ising, x_BN: jax.Array) -> jax.Array:
   """Single-site conditionals of every site given the rest: logits[B, N, 2] over (-1, +1)."""
   f_BN = model.h + 2.0 * jnp.einsum("bm,nm->bn", x_BN.astype(jnp.float32), model.J)
@@ -62,11 +82,28 @@ def make_step(method: Method, k: int, n: int) -> Callable:
     check_block_size(n, k)
     configs_CK = block_configs(k)
 
-    def step(key, model, x_BN):
-      k_sites, k_draw = jax.random.split(key)
-      sites_BK = kernel.random_blocks(k_sites, x_BN.shape[0], n, k)
-      logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
-      return kernel.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
+    if n < kernel.MAX_WORD_INDEX_RANGE and k <= MAX_SEQUENTIAL_BLOCK:
+      # All of a step's randomness from one array of words: k site draws without replacement
+      # and the uniform of the block draw, (k + 1) / 2 Threefry hashes per chain (3 for
+      # Glauber before; k > 1 drew N uniforms for a top-k), same law.
+      def step(key, model, x_BN):
+        words_BW = kernel.random_words(key, (x_BN.shape[0], k + 1))
+        if k == 1 and n > 1:
+          return glauber_update(model, x_BN, kernel.index_from_words(words_BW[:, 0], n),
+                                kernel.uniform_from_words(words_BW[:, 1]))
+        if k == n:
+          sites_BK = kernel.all_sites(x_BN.shape[0], n)
+        else:
+          sites_BK = kernel.distinct_indices_from_words(words_BW[:, :k], n)
+        logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
+        c_B = kernel.categorical_from_uniform(kernel.uniform_from_words(words_BW[:, k]), logits_BC)
+        return kernel.write_block(x_BN, sites_BK, configs_CK[c_B])
+    else:
+      def step(key, model, x_BN):
+        k_sites, k_draw = jax.random.split(key)
+        sites_BK = kernel.random_blocks(k_sites, x_BN.shape[0], n, k)
+        logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
+        return kernel.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
   elif method == "parallel":
     def step(key, model, x_BN):
       sites_BN = kernel.all_sites(x_BN.shape[0], n)
@@ -94,6 +131,8 @@ def _constrain(x, sharding):
 @functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "sharding"))
 def _run(key, model, x0_BN, start_step, *, num_steps, method, k, sharding):
   step = make_step(method, k, model.n)
+  if method == "gibbs":
+    model = without_self_couplings(model)
 
   def body(x_BN, t):
     x_BN = step(kernel.step_key(key, t), model, x_BN)
@@ -124,6 +163,8 @@ def sample(key: jax.Array, model: Ising, x0_BN, num_steps: int, *, method: Metho
 @functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "sharding"))
 def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, sharding):
   step = make_step(method, k, model.n)
+  if method == "gibbs":
+    model = without_self_couplings(model)
 
   def body(carry, t):
     x_BN, hit_B = carry

@@ -1,0 +1,22 @@
+"""Smoke test: the throughput benchmark runs end to end on small sizes and prints its ratios."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ising_throughput_quick_runs_and_prints_ratios():
+  proc = subprocess.run(
+      [sys.executable, str(ROOT / "benchmarks" / "ising_throughput.py"), "--quick", "--skip-thrml",
+       "--repeats", "1", "--rounds", "1"],
+      capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert "spin updates/s" in out
+  for model in ("clique", "dense"):
+    for k in (1, 2, 4):
+      assert re.search(rf"ratio ours/numpy\s+{model}\s+k={k}\s+\d+\.\d+x", out), out
+  assert "FAILED" not in out and "thrml    sweep" not in out
