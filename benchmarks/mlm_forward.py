@@ -39,10 +39,10 @@ def peak_rss_mb() -> float:
 
 
 def _time(fn, min_seconds: float) -> float:
-  """Seconds per call: one warm-up call, then repeat until min_seconds (at least 2 calls)."""
+  """Seconds per call: one warm-up call, then repeat until min_seconds (at least once)."""
   fn()
   n, start = 0, time.perf_counter()
-  while n < 2 or time.perf_counter() - start < min_seconds:
+  while n < 1 or time.perf_counter() - start < min_seconds:
     fn()
     n += 1
   return (time.perf_counter() - start) / n

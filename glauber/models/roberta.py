@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from glauber.models.bert import Bert, BertConfig, Names, load_weights as _load_bert_weights
+from glauber.models.bert import ROBERTA_NAMES, Bert, BertConfig, load_weights as _load_bert_weights
 from glauber.models._checkpoint import Tensors
-
-ROBERTA_NAMES = Names(body="roberta.", head_dense="lm_head.dense", head_norm="lm_head.layer_norm",
-                      decoder="lm_head.decoder", bias="lm_head.bias")
 
 
 def config_from_hf(hf: dict[str, Any], **overrides) -> BertConfig:
