@@ -81,8 +81,9 @@ def kpl_loss(model, tokens_BL: Array, attention_mask_BL: Array, key: Array, k: i
 def with_new_head(body: bert.Bert, seed: int) -> bert.Bert:
   """A BertForMaskedLM whose body is `body` and whose head is freshly initialised (tied)."""
   config = dataclasses.replace(body.config, with_mlm_head=True, tie_word_embeddings=True)
-  model = bert.Bert(config, nnx.Rngs(seed))
+  model = nnx.eval_shape(lambda: bert.Bert(config, nnx.Rngs(0)))  # shapes only
   nnx.update(model, nnx.state(body))
+  model.head = bert.BertMLMHead(config, nnx.Rngs(seed))
   return model
 
 
@@ -114,13 +115,25 @@ def _checkpoint_manager(workdir: pathlib.Path, config):
     options=ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=config.checkpoint_every))
 
 
+@nnx.jit(static_argnums=(5, 6))
+def train_step(model, optimizer: nnx.Optimizer, tokens_BL: Array, attention_mask_BL: Array,
+               key: Array, k: int, mask_id: int, special_ids: Array):
+  """One AdamW step on the k-PL loss; updates model and optimizer in place."""
+  (loss, aux), grads = nnx.value_and_grad(kpl_loss, has_aux=True)(
+    model, tokens_BL, attention_mask_BL, key, k, mask_id, special_ids)
+  optimizer.update(model, grads)
+  return loss, aux
+
+
+_eval_step = nnx.jit(kpl_loss, static_argnums=(4, 5))
+
+
 def evaluate(model, tokens: np.ndarray, mask: np.ndarray, key: Array, k: int, mask_id: int,
              special_ids: Array, batch_size: int) -> dict[str, float]:
   """Held-out k-PL loss and accuracy (fixed key, so runs compare on the same masks)."""
-  step = nnx.jit(kpl_loss, static_argnums=(4, 5))
   losses, accs, counts = [], [], []
   for i in range(0, len(tokens) - batch_size + 1, batch_size):
-    loss, aux = step(model, tokens[i:i + batch_size], mask[i:i + batch_size],
+    loss, aux = _eval_step(model, tokens[i:i + batch_size], mask[i:i + batch_size],
                      jax.random.fold_in(key, i), k, mask_id, special_ids)
     losses.append(float(loss) * float(aux["masked"]))
     accs.append(float(aux["accuracy"]) * float(aux["masked"]))
@@ -158,13 +171,6 @@ def train(config, workdir: str) -> dict[str, float]:
     nnx.update(model, restored["model"])
     nnx.update(optimizer, restored["opt"])
 
-  @nnx.jit(static_argnums=(4,))
-  def train_step(model, optimizer, tokens, mask, k, key):
-    (loss, aux), grads = nnx.value_and_grad(kpl_loss, has_aux=True)(
-      model, tokens, mask, key, k, mask_id, special_ids)
-    optimizer.update(model, grads)
-    return loss, aux
-
   key = jax.random.key(config.seed)
   rng = np.random.default_rng(config.seed)
   order = np.concatenate([rng.permutation(len(train_tokens))
@@ -173,8 +179,8 @@ def train(config, workdir: str) -> dict[str, float]:
   t0 = time.time()
   for step in range(start, config.num_steps):
     idx = order[step * config.batch_size:(step + 1) * config.batch_size]
-    loss, aux = train_step(model, optimizer, train_tokens[idx], train_mask[idx], config.k,
-                           jax.random.fold_in(key, step))
+    loss, aux = train_step(model, optimizer, train_tokens[idx], train_mask[idx],
+                           jax.random.fold_in(key, step), config.k, mask_id, special_ids)
     if (step + 1) % config.log_every == 0 or step + 1 == config.num_steps:
       row = {"step": step + 1, "loss": float(loss), "accuracy": float(aux["accuracy"]),
              "seconds": time.time() - t0}

@@ -48,7 +48,8 @@ def test_kpl_loss_is_the_mean_negative_log_prob_of_the_masked_tokens(tmp_path):
   tokens = jnp.asarray(rng.integers(5, 97, (2, 10)), jnp.int32)
   mask = jnp.ones((2, 10), jnp.int32)
   key, special = jax.random.key(3), jnp.array([0, 1, 2], jnp.int32)
-  loss, _ = mlm_training.kpl_loss(model, tokens, mask, key, 3, 4, special)
+  loss, _ = jax.jit(mlm_training.kpl_loss, static_argnums=(4, 5))(model, tokens, mask, key, 3, 4,
+                                                                 special)
   pos, valid = mlm_training.choose_positions(key, mlm_training.maskable(tokens, mask, special), 3)
   masked = mlm_training.mask_tokens(tokens, pos, valid, 4)
   logp = jax.nn.log_softmax(gm.full_logits(model, masked, mask), -1)

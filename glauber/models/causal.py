@@ -8,11 +8,13 @@ import jax.numpy as jnp
 Array = jax.Array
 
 
+@jax.jit
 def logits(model, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
   """Next-token logits_BLV (float32): row t predicts token t + 1."""
   return model.lm_logits(model.hidden(tokens_BL, attention_mask_BL))
 
 
+@jax.jit
 def token_logprobs(model, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
   """logp_B(L-1): log p(x[t+1] | x[:t+1]) for t < L - 1; 0 where x[t+1] is padding."""
   logits_BLV = logits(model, tokens_BL, attention_mask_BL)
@@ -23,6 +25,7 @@ def token_logprobs(model, tokens_BL: Array, attention_mask_BL: Array | None = No
   return logp_BL
 
 
+@jax.jit
 def sequence_logprob(model, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
   """logp_B: the sum of next-token log-probabilities (the first token is conditioned on)."""
   return token_logprobs(model, tokens_BL, attention_mask_BL).sum(axis=-1)
