@@ -109,3 +109,18 @@ def test_bfloat16_compute_stays_close_to_float32(checkpoints):
   assert b.dtype == np.float32
   assert np.abs(a - b).max() < 0.05 * np.abs(a).max()
   assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.9
+
+
+def test_bfloat16_checkpoint_loads_into_float32_params(tmp_path):
+  import torch
+  import transformers
+  save_tiny("LlamaForCausalLM", tmp_path / "f32")
+  transformers.LlamaForCausalLM.from_pretrained(str(tmp_path / "f32"), dtype=torch.bfloat16) \
+    .save_pretrained(str(tmp_path / "bf16"))
+  reference = transformers.LlamaForCausalLM.from_pretrained(str(tmp_path / "bf16"),
+                                                           dtype=torch.float32).eval()
+  model, _ = gm.load(tmp_path / "bf16")
+  assert model.word_VD.dtype == jnp.float32
+  tokens, mask = batch(reference.config)
+  np.testing.assert_allclose(_ours_logits("LlamaForCausalLM", model, tokens, mask)[mask == 1],
+                             torch_logits(reference, tokens, mask)[mask == 1], atol=1e-4)

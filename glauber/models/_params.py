@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable, Iterable
+from typing import Iterable
 
 import jax
 import jax.numpy as jnp
@@ -25,38 +25,31 @@ def _check(tensors: Tensors, name: str, got: tuple, expected: tuple) -> None:
                      "config.json saved with these weights.")
 
 
-def _store(param: nnx.Param, value: np.ndarray, dtype) -> None:
-  param.set_value(jnp.asarray(np.asarray(value, np.float32) if value.dtype.kind == "V" else value,
-                              dtype=dtype or param.dtype))
+def _store(param: nnx.Param, value: np.ndarray) -> None:
+  param.set_value(jnp.asarray(value, dtype=param.dtype))  # e.g. bfloat16 file -> float32 params
 
 
-def copy(tensors: Tensors, name: str, param: nnx.Param, flat: bool = False, dtype=None,
-         transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+def copy(tensors: Tensors, name: str, param: nnx.Param, flat: bool = False) -> None:
   """param <- tensor; `flat`: the tensor is param flattened (a bias [N*H] for param [N, H])."""
   w = tensors.get(name)
-  if transform is not None:
-    w = transform(w)
   _check(tensors, name, w.shape, (math.prod(param.shape),) if flat else param.shape)
-  _store(param, w.reshape(param.shape), dtype)
+  _store(param, w.reshape(param.shape))
 
 
-def linear(tensors: Tensors, name: str, param: nnx.Param, n_in: int = 1, dtype=None,
-           transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+def linear(tensors: Tensors, name: str, param: nnx.Param, n_in: int = 1) -> None:
   """param[in..., out...] <- torch Linear weight [out, in], `n_in` leading axes of param are in."""
   w = tensors.get(name)
-  if transform is not None:
-    w = transform(w)
   in_shape, out_shape = param.shape[:n_in], param.shape[n_in:]
   _check(tensors, name, w.shape, (math.prod(out_shape), math.prod(in_shape)))
-  _store(param, w.T.reshape(param.shape), dtype)
+  _store(param, w.T.reshape(param.shape))
 
 
-def conv1d(tensors: Tensors, name: str, param: nnx.Param, n_in: int = 1, dtype=None) -> None:
+def conv1d(tensors: Tensors, name: str, param: nnx.Param, n_in: int = 1) -> None:
   """param[in..., out...] <- GPT-2 Conv1D weight [in, out]."""
   w = tensors.get(name)
   in_shape, out_shape = param.shape[:n_in], param.shape[n_in:]
   _check(tensors, name, w.shape, (math.prod(in_shape), math.prod(out_shape)))
-  _store(param, w.reshape(param.shape), dtype)
+  _store(param, w.reshape(param.shape))
 
 
 def finish(model: nnx.Module, tensors: Tensors, ignore: Iterable[str] = ()) -> nnx.Module:
