@@ -46,6 +46,39 @@ def gpt2(tmp_path_factory):
   return d, save_tiny("GPT2LMHeadModel", d, vocab_size=V, bos_token_id=0, eos_token_id=0)
 
 
+@pytest.fixture(scope="module")
+def modernbert(tmp_path_factory):
+  """ModernBERT's hub tokenizer is a byte-level BPE wrapped as [CLS] ... [SEP]; built alike."""
+  d = tmp_path_factory.mktemp("modernbert")
+  special = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+  bpe = tokenizers.ByteLevelBPETokenizer()
+  bpe.train_from_iterator(CORPUS, vocab_size=300, min_frequency=1, special_tokens=special)
+  bpe.post_processor = tokenizers.processors.TemplateProcessing(
+    single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+  tok = transformers.PreTrainedTokenizerFast(
+    tokenizer_object=bpe._tokenizer, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+    pad_token="[PAD]", mask_token="[MASK]")
+  tok.save_pretrained(str(d))
+  model = save_tiny("ModernBertForMaskedLM", d, vocab_size=bpe.get_vocab_size(), pad_token_id=3,
+                    cls_token_id=1, sep_token_id=2, bos_token_id=1, eos_token_id=2)
+  return d, model
+
+
+def test_modernbert_tokenizer_wraps_in_cls_sep_and_text_matches_pytorch(modernbert):
+  directory, torch_model = modernbert
+  model, tok = gm.load(directory)
+  ids = tok(TEXT)["input_ids"]
+  assert ids[0] == tok.cls_token_id == 1 and ids[-1] == tok.sep_token_id == 2
+  assert tok.mask_token_id == 4 and tok.pad_token_id == 3 == model.config.pad_token_id
+  assert tok.decode(ids, skip_special_tokens=True) == TEXT
+  enc = tok([TEXT, "A [MASK] model."], padding=True, return_tensors="np")
+  tokens, mask = enc["input_ids"], enc["attention_mask"]
+  assert tokens.shape[1] > 9  # longer than the local window (+-4): both attention kinds matter
+  ours = np.asarray(gm.full_logits(model, jnp.asarray(tokens), jnp.asarray(mask)))
+  ref = torch_logits(torch_model, tokens, mask)
+  np.testing.assert_allclose(ours[mask == 1], ref[mask == 1], atol=1e-4, rtol=0)
+
+
 def test_roberta_tokenizer_wraps_in_s_tags_and_round_trips(roberta):
   _, tok = gm.load(roberta[0])
   ids = tok(TEXT)["input_ids"]
