@@ -24,6 +24,9 @@ TINY = {
   "RobertaForMaskedLM": ("RobertaConfig", dict(
     vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
     intermediate_size=64, max_position_embeddings=42)),
+  "XLMRobertaForMaskedLM": ("XLMRobertaConfig", dict(
+    vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+    intermediate_size=64, max_position_embeddings=42)),
   "ModernBertForMaskedLM": ("ModernBertConfig", dict(
     vocab_size=97, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
     intermediate_size=48, max_position_embeddings=64, local_attention=8,  # window +-4 < L

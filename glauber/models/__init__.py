@@ -1,9 +1,11 @@
 """Our flax.nnx BERT, RoBERTa, ModernBERT, GPT-2 and Llama, loaded from Hugging Face checkpoints.
 
-  model, tokenizer = load("path/or/hub-id")                 # float32; dtype=jnp.bfloat16 for speed
-  logits_BKV = jax.jit(masked_logits)(model, tokens_BL, positions_BK, attention_mask_BL)
-  logp_B = jax.jit(sequence_logprob)(causal_model, tokens_BL, attention_mask_BL)
-  e_BD = embed(minilm, tokenizer, ["a sentence", "another"])
+  model, tokenizer = load("path/or/hub-id")     # float32; dtype=jnp.bfloat16 computes in bf16
+  logits_BKV = masked_logits(model, tokens_BL, positions_BK, attention_mask_BL)  # MLM head at K
+  logp_B = sequence_logprob(causal_model, tokens_BL, attention_mask_BL)          # GPT-2, Llama
+  e_BD = embed(minilm, tokenizer, ["a sentence", "another"])                     # unit norm
+
+The array functions are jitted and compose with the caller's jit, vmap and mesh sharding.
 """
 
 from glauber.models.bert import Bert, BertConfig

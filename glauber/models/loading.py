@@ -22,7 +22,10 @@ _FAMILIES: dict[str, tuple[type, Callable[..., Any], Callable[..., Any]]] = {
                       bert.load_weights),
   "BertModel": (bert.Bert, lambda hf, **kw: bert.BertConfig.from_hf(hf, with_mlm_head=False, **kw),
                 bert.load_weights),
+  "BertForPreTraining": (bert.Bert, lambda hf, **kw: bert.BertConfig.from_hf(hf, **kw),
+                         bert.load_weights),  # its MLM head; the next-sentence head is ignored
   "RobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
+  "XLMRobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
   "RobertaModel": (bert.Bert, lambda hf, **kw: roberta.config_from_hf(hf, with_mlm_head=False, **kw),
                    roberta.load_weights),
   "ModernBertForMaskedLM": (modernbert.ModernBert, modernbert.ModernBertConfig.from_hf,
@@ -35,6 +38,7 @@ _FAMILIES: dict[str, tuple[type, Callable[..., Any], Callable[..., Any]]] = {
   "LlamaForCausalLM": (llama.Llama, llama.LlamaConfig.from_hf, llama.load_weights),
 }
 _BY_MODEL_TYPE = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM",
+                  "xlm-roberta": "XLMRobertaForMaskedLM",
                   "modernbert": "ModernBertForMaskedLM", "gpt2": "GPT2LMHeadModel",
                   "llama": "LlamaForCausalLM"}
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
