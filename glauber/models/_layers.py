@@ -1,0 +1,116 @@
+"""Building blocks shared by the model families: norms, attention, rotary embeddings, activations.
+
+Letters: B batch, L query length, S key length, D model width, N query heads, K key/value heads,
+G query heads per key/value head (N = K G), H head width, F MLP width, V vocabulary.
+Norms, softmax and rotary embeddings run in float32 whatever the compute dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+Array = jax.Array
+
+
+def param(rngs: nnx.Rngs, shape: tuple[int, ...], dtype, std: float = 0.02) -> nnx.Param:
+  """A normally initialised weight (values matter only for models trained from scratch)."""
+  return nnx.Param(std * jax.random.normal(rngs.params(), shape, dtype))
+
+
+def zeros(shape: tuple[int, ...], dtype) -> nnx.Param:
+  return nnx.Param(jnp.zeros(shape, dtype))
+
+
+def ones(shape: tuple[int, ...], dtype) -> nnx.Param:
+  return nnx.Param(jnp.ones(shape, dtype))
+
+
+def layer_norm(x_BLD: Array, scale_D: nnx.Param, bias_D: nnx.Param | None, eps: float) -> Array:
+  x = x_BLD.astype(jnp.float32)
+  mean = x.mean(-1, keepdims=True)
+  var = jnp.square(x - mean).mean(-1, keepdims=True)
+  y = (x - mean) * jax.lax.rsqrt(var + eps) * scale_D[...].astype(jnp.float32)
+  if bias_D is not None:
+    y = y + bias_D[...].astype(jnp.float32)
+  return y.astype(x_BLD.dtype)
+
+
+def rms_norm(x_BLD: Array, scale_D: nnx.Param, eps: float) -> Array:
+  x = x_BLD.astype(jnp.float32)
+  y = x * jax.lax.rsqrt(jnp.square(x).mean(-1, keepdims=True) + eps)
+  return (y * scale_D[...].astype(jnp.float32)).astype(x_BLD.dtype)
+
+
+def activation(name: str):
+  """Hugging Face activation names -> functions (exact erf GELU for "gelu", as in PyTorch)."""
+  table = {
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_fast": lambda x: jax.nn.gelu(x, approximate=True),
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+  }
+  if name not in table:
+    raise ValueError(f"Unsupported activation {name!r}; supported: {sorted(table)}.")
+  return table[name]
+
+
+def mask_bias(keep_BLS: Array) -> Array:
+  """0 where attention is allowed, a large negative number where not (float32)."""
+  return jnp.where(keep_BLS, 0.0, jnp.finfo(jnp.float32).min).astype(jnp.float32)
+
+
+def attention(q_BLNH: Array, k_BSKH: Array, v_BSKH: Array, keep_BLS: Array,
+              scale: float | None = None) -> Array:
+  """Softmax attention; query heads share key/value heads in groups of G = N / K (GQA).
+
+  keep_BLS: which key positions each query may attend to (broadcastable to [B, L, S]).
+  """
+  B, L, N, H = q_BLNH.shape
+  K = k_BSKH.shape[2]
+  q_BLKGH = q_BLNH.reshape(B, L, K, N // K, H)
+  scale = 1.0 / math.sqrt(H) if scale is None else scale
+  s_BKGLS = jnp.einsum("BLKGH,BSKH->BKGLS", q_BLKGH, k_BSKH,
+                       preferred_element_type=jnp.float32) * scale
+  s_BKGLS = s_BKGLS + mask_bias(keep_BLS)[:, None, None, :, :]
+  p_BKGLS = jax.nn.softmax(s_BKGLS, axis=-1).astype(v_BSKH.dtype)
+  o_BLKGH = jnp.einsum("BKGLS,BSKH->BLKGH", p_BKGLS, v_BSKH)
+  return o_BLKGH.reshape(B, L, N, H)
+
+
+def rope(x_BLNH: Array, positions_BL: Array, theta: float) -> Array:
+  """Rotary position embedding, rotate-half convention (first and second half of H paired)."""
+  H = x_BLNH.shape[-1]
+  inv_freq = 1.0 / (theta ** (jnp.arange(0, H, 2, dtype=jnp.float32) / H))
+  angle_BLh = positions_BL.astype(jnp.float32)[..., None] * inv_freq
+  cos_BL1h, sin_BL1h = jnp.cos(angle_BLh)[:, :, None, :], jnp.sin(angle_BLh)[:, :, None, :]
+  x = x_BLNH.astype(jnp.float32)
+  x1, x2 = x[..., : H // 2], x[..., H // 2:]
+  y = jnp.concatenate([x1 * cos_BL1h - x2 * sin_BL1h, x2 * cos_BL1h + x1 * sin_BL1h], axis=-1)
+  return y.astype(x_BLNH.dtype)
+
+
+def padding_keep(attention_mask_BL: Array | None, B: int, L: int) -> Array:
+  """keep_B1S: key positions that are real tokens (all when no mask is given)."""
+  if attention_mask_BL is None:
+    return jnp.ones((B, 1, L), bool)
+  return attention_mask_BL.astype(bool)[:, None, :]
+
+
+def causal_keep(attention_mask_BL: Array | None, B: int, L: int) -> Array:
+  """keep_BLS: causal and not padding."""
+  causal_LS = jnp.tril(jnp.ones((L, L), bool))
+  return causal_LS[None] & padding_keep(attention_mask_BL, B, L)
+
+
+def check_length(L: int, max_positions: int, what: str) -> None:
+  if L > max_positions:
+    raise ValueError(f"Sequence length {L} exceeds the {what} ({max_positions} positions). "
+                     f"Truncate inputs to at most {max_positions} tokens "
+                     "(e.g. tokenizer(..., truncation=True, max_length=...)).")
