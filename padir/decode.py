@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from padir import losses
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
@@ -59,7 +60,7 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
   x0_MT = jnp.where(inside_MT, x0_MT, tokenizer_lib.PAD_ID).astype(jnp.int32)
 
   def step(x_MT):
-    logits_MTV = model.decode(x_MT, enc_MSD, enc_mask_MS)
+    logits_MTV = losses.ban_never_predicted(model.decode(x_MT, enc_MSD, enc_mask_MS))
     pred_MT = jnp.where(inside_MT, jnp.argmax(logits_MTV, -1), tokenizer_lib.PAD_ID)
     logp_MT = jnp.take_along_axis(jax.nn.log_softmax(logits_MTV, -1), pred_MT[..., None], -1)[..., 0]
     return pred_MT.astype(jnp.int32), logp_MT
@@ -93,7 +94,7 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
     out_BT, done_B = state
     dec_in_BT = jnp.concatenate([jnp.full((B, 1), tokenizer_lib.BOS_ID, jnp.int32), out_BT[:, :-1]], 1)
     dec_in_BT = jnp.where(jnp.arange(T)[None] <= t, dec_in_BT, tokenizer_lib.PAD_ID)
-    logits_BTV = model.decode(dec_in_BT, enc_BSD, enc_mask_BS)
+    logits_BTV = losses.ban_never_predicted(model.decode(dec_in_BT, enc_BSD, enc_mask_BS))
     next_B = jnp.argmax(logits_BTV[:, t], -1).astype(jnp.int32)
     next_B = jnp.where(done_B, tokenizer_lib.PAD_ID, next_B)
     return out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID)

@@ -58,9 +58,16 @@ def length_cross_entropy(length_logits_BC: Array, lengths_B: Array) -> tuple[Arr
   return nll_B.mean(), (jnp.argmax(length_logits_BC, -1) == lengths_B).mean()
 
 
+def ban_never_predicted(logits_BTV: Array) -> Array:
+  """-inf on PAD, BOS, [MASK], [LEN]: ids that never occur inside a target."""
+  return logits_BTV.at[..., jnp.asarray(tokenizer_lib.NEVER_PREDICTED)].set(-jnp.inf)
+
+
 def next_stage_input(key: Array, logits_BTV: Array, targets_BT: Array,
                      stage_input: Literal["argmax", "sample"] = "argmax") -> Array:
-  """X(s) from stage s's logits, PAD where the target is PAD; no gradient flows through it."""
+  """X(s) from stage s's logits (never a special id), PAD where the target is PAD; no gradient
+  flows through it."""
+  logits_BTV = ban_never_predicted(logits_BTV)
   if stage_input == "argmax":
     pred_BT = jnp.argmax(logits_BTV, axis=-1)
   elif stage_input == "sample":

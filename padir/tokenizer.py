@@ -21,6 +21,9 @@ UNK_ID = 3
 MASK_ID = 4  # the [MASK] hypothesis token of the masked noising variants
 LEN_ID = 5  # prepended to the encoder input; its final state predicts the target length
 NUM_SPECIAL = 6  # ids below this are never sampled as "random vocabulary tokens"
+# Ids that never occur inside a target, so decoders never predict them (a predicted PAD would
+# also be mistaken for padding by the next refinement pass).
+NEVER_PREDICTED = (PAD_ID, BOS_ID, MASK_ID, LEN_ID)
 MASK_PIECE = "[MASK]"
 LEN_PIECE = "[LEN]"
 

@@ -90,7 +90,9 @@ def test_two_stage_loss_equals_hand_computation_and_stage2_sees_stage1_predictio
   encode, decode = nnx.jit(lambda m, x: m.encode(x)), nnx.jit(lambda m, *a: m.decode(*a))
   enc, enc_mask = encode(model, jnp.asarray(INPUTS))
   logits1 = np.asarray(decode(model, jnp.asarray(X0), enc, enc_mask))
-  x1 = np.where(TARGETS == tok_lib.PAD_ID, tok_lib.PAD_ID, logits1.argmax(-1)).astype(np.int32)
+  allowed = logits1.copy()
+  allowed[..., list(tok_lib.NEVER_PREDICTED)] = -np.inf  # PAD, BOS, [MASK], [LEN] never predicted
+  x1 = np.where(TARGETS == tok_lib.PAD_ID, tok_lib.PAD_ID, allowed.argmax(-1)).astype(np.int32)
   logits2 = np.asarray(decode(model, jnp.asarray(x1), enc, enc_mask))
   length_logits = np.asarray(nnx.jit(lambda m, e: m.length_logits(e))(model, enc))
   lengths = (TARGETS != tok_lib.PAD_ID).sum(-1)
@@ -141,6 +143,7 @@ def test_sampled_stage_inputs_are_regular_draws_and_keep_pad(model):
   assert stage_inputs.shape == (3, 2, 5)
   pad = TARGETS == tok_lib.PAD_ID
   assert (stage_inputs[:, pad] == tok_lib.PAD_ID).all()
+  assert not np.isin(stage_inputs[1:, ~pad], tok_lib.NEVER_PREDICTED).any()
   assert (stage_inputs[1] != stage_inputs[2]).any()
 
 
