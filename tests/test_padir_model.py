@@ -1,6 +1,5 @@
 """padir.model: sizes, attention structure (NAR sees the whole hypothesis, AR only the past)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
