@@ -9,7 +9,7 @@ d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 
 Expected result: NOT MEASURED YET. No full run of this config has been made. Measured speed on
 the development machine (2 CPU cores shared with 3 other jobs, load ~8): 8.4M parameters,
-~10 s/train step (7.8 s with dropout 0), i.e. far too slow for 20k steps there; an idle 2-core
+~7.5 s/train step (6.4 s with dropout 0), i.e. far too slow for 20k steps there; an idle 2-core
 CPU should be ~3x faster, an accelerator much faster. Measure valid_bleu in metrics.jsonl before
 quoting a number. For a CPU session, set --config.train.stop_at_step and rerun to resume.
 """

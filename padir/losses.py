@@ -42,7 +42,9 @@ def token_cross_entropy(logits_BTV: Array, targets_BT: Array) -> tuple[Array, Ar
   """(mean CE over non-PAD target positions, accuracy of the argmax over the same positions)."""
   weights_BT = (targets_BT != tokenizer_lib.PAD_ID).astype(jnp.float32)
   logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32), axis=-1)
-  nll_BT = -jnp.take_along_axis(logp_BTV, targets_BT[..., None], axis=-1)[..., 0]
+  # A one-hot product, not take_along_axis: on XLA CPU the gather's gradient (a scatter into
+  # [B, T, V]) made the loss gradient ~1.5x slower.
+  nll_BT = -jnp.einsum("BTV,BTV->BT", logp_BTV, jax.nn.one_hot(targets_BT, logits_BTV.shape[-1]))
   denom = jnp.maximum(weights_BT.sum(), 1.0)
   accuracy = ((jnp.argmax(logits_BTV, -1) == targets_BT) * weights_BT).sum() / denom
   return (nll_BT * weights_BT).sum() / denom, accuracy
