@@ -152,7 +152,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   tok = prepare_vocabulary(config)
   d = config.data
   sources = data.local_data_sources(d.corpus_dir, d.source_lang, d.target_lang,
-                                    data_dir=d.tfds_data_dir or None)
+                                    data_dir=d.tfds_data_dir or None, splits=("train", "valid"))
   train_ds, report = data.make_dataset(
       sources["train"], tok, batch_size=config.train.batch_size,
       max_source_length=d.max_source_length, max_target_length=d.max_target_length,

@@ -75,3 +75,12 @@ def test_resumed_run_matches_an_uninterrupted_one(corpus_dir, tmp_path):
   last_a = [r for r in _metrics(interrupted) if r["step"] == 6 and "train_loss" in r][0]
   last_b = [r for r in _metrics(straight) if r["step"] == 6 and "train_loss" in r][0]
   assert last_a["train_loss"] == pytest.approx(last_b["train_loss"], rel=1e-6)
+
+
+@pytest.mark.slow  # compiles the AR training step and greedy decoding
+def test_ar_baseline_trains_and_translates(corpus_dir, tmp_path):
+  c = _config(corpus_dir, steps=2, translate=True)
+  c.model.decoder = "ar"
+  last = train_lib.train(c, str(tmp_path / "ar"))
+  assert np.isfinite(last["train_loss"]) and "train_stage1_loss" not in last
+  assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
