@@ -1,0 +1,74 @@
+"""PaDIR on the offline KJV -> Reina-Valera (English -> Spanish) Bible corpus, sized for a CPU.
+
+    python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs, ~5 s
+    python train.py --config configs/padir_bible_en_es.py --workdir runs/padir_bible_en_es
+
+(`train.py` calls `padir.train_lib.train(config, workdir)`.) The AR baseline on the same backbone:
+add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size only: 6+6 layers,
+d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
+
+Expected result: NOT MEASURED YET. No full run of this config has been made. Measured speed on
+the development machine (2 CPU cores shared with 3 other jobs, load ~8): 8.4M parameters,
+~7.5 s/train step (6.4 s with dropout 0), i.e. far too slow for 20k steps there; an idle 2-core
+CPU should be ~3x faster, an accelerator much faster. Measure valid_bleu in metrics.jsonl before
+quoting a number. For a CPU session, set --config.train.stop_at_step and rerun to resume.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+
+  config.data = ml_collections.ConfigDict()
+  config.data.corpus_dir = "data/bible_en_es"  # train/valid/test.tsv from `python -m padir.bible`
+  config.data.prepare_bible = True  # run padir.bible.prepare if corpus_dir has no train.tsv
+  config.data.source_lang = "en"
+  config.data.target_lang = "es"
+  config.data.vocab_path = ""  # default: CORPUS_DIR/spm{vocab_size}.model
+  config.data.vocab_size = 8000  # paper: 32k
+  config.data.train_vocab = True  # train the vocabulary on the train split if it is missing
+  config.data.tfds_data_dir = ""  # default: CORPUS_DIR/tfds
+  config.data.max_source_length = 64  # tokens incl. EOS; longer pairs are dropped (~3%)
+  config.data.max_target_length = 64
+
+  config.model = ml_collections.ConfigDict()
+  config.model.decoder = "nar"  # "nar" (PaDIR) or "ar" (baseline)
+  config.model.num_encoder_layers = 3  # paper: 6
+  config.model.num_decoder_layers = 3  # paper: 6
+  config.model.num_heads = 4  # paper: 8
+  config.model.d_model = 256  # paper: 512
+  config.model.d_ff = 1024  # paper: 2048
+  config.model.dropout_rate = 0.1
+  config.model.positional_attention = True
+
+  config.loss = ml_collections.ConfigDict()
+  config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens
+  config.loss.mask_rate = 0.0  # fraction of the replaced positions that get [MASK] instead
+  config.loss.num_stages = 2
+  config.loss.stage_input = "argmax"  # or "sample"
+  config.loss.stage_reduction = "mean"  # the paper's (1/S) sum over stages; or "sum"
+  config.loss.length_weight = 1.0
+
+  config.train = ml_collections.ConfigDict()
+  config.train.batch_size = 32  # paper: 2048
+  config.train.num_train_steps = 20_000  # paper: 500k
+  config.train.stop_at_step = 0  # >0: stop (with a checkpoint) there; rerun to resume. 0: the end
+  config.train.warmup_steps = 1_000  # paper: 10k
+  config.train.peak_lr = 3e-3
+  config.train.min_lr = 1e-5
+  config.train.log_every = 50
+  config.train.eval_every = 1_000
+  config.train.eval_batches = 10
+  config.train.checkpoint_every = 500
+  config.train.keep_checkpoints = 3
+  config.train.progress_bar = True
+
+  config.decode = ml_collections.ConfigDict()
+  config.decode.num_examples = 256  # valid pairs translated for BLEU at each evaluation
+  config.decode.batch_size = 32
+  config.decode.num_steps = 4  # refinement steps T
+  config.decode.num_lengths = 3  # length beam B_l
+  config.decode.remask_stutter = True
+  return config

@@ -1,0 +1,72 @@
+"""Translation with a trained model, SacreBLEU (with its signature) and the word-level stutter rate."""
+
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import sacrebleu
+from flax import nnx
+
+from padir import decode
+from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
+
+
+@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths", "remask_stutter"))
+def _refine(model, inputs_BS, key, num_steps, num_lengths, remask_stutter):
+  return decode.refine(model, inputs_BS, key, num_steps=num_steps, num_lengths=num_lengths,
+                       remask_stutter=remask_stutter)["tokens"]
+
+
+@nnx.jit
+def _greedy_ar(model, inputs_BS):
+  return decode.greedy_ar(model, inputs_BS)
+
+
+def translate(model: model_lib.Transformer, tok: tokenizer_lib.Tokenizer, sources: Sequence[str],
+              key: jax.Array, *, batch_size: int = 32, num_steps: int = 4, num_lengths: int = 3,
+              remask_stutter: bool = True, drop_stutter: bool = True) -> list[str]:
+  """Detokenized translations; sources longer than the model's maximum are truncated."""
+  max_len = model.cfg.max_source_length
+  out = []
+  for start in range(0, len(sources), batch_size):
+    chunk = list(sources[start:start + batch_size])
+    n = len(chunk)
+    chunk += [chunk[-1]] * (batch_size - n)  # static batch shape: one compilation
+    inputs_BS = np.full((batch_size, max_len), tokenizer_lib.PAD_ID, np.int32)
+    for b, text in enumerate(chunk):
+      ids = (tok.encode(text) + [tokenizer_lib.EOS_ID])[:max_len]
+      inputs_BS[b, :len(ids)] = ids
+    if model.cfg.decoder == "ar":
+      tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
+    else:
+      tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start),
+                          num_steps, num_lengths, remask_stutter)
+    for row in np.asarray(tokens_BT)[:n]:
+      ids = decode.drop_stutter(row) if drop_stutter else row
+      out.append(tok.decode(ids))
+  return out
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str], target_lang: str) -> tuple[float, str]:
+  """SacreBLEU score and signature (13a tokenization; 'zh' for Chinese, 'ja-mecab' unsupported)."""
+  tokenize = "zh" if target_lang == "zh" else "13a"
+  metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
+  score = metric.corpus_score(list(hypotheses), [list(references)])
+  return float(score.score), str(metric.get_signature())
+
+
+def stutter_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+  """Paper Sec. 3.3: the fraction of adjacent word pairs that repeat a word in the hypothesis,
+  counting only repeats that the reference does not also contain."""
+  repeats, pairs = 0, 0
+  for hyp, ref in zip(hypotheses, references):
+    words = hyp.split()
+    ref_repeats = {a for a, b in zip(ref.split(), ref.split()[1:]) if a == b}
+    pairs += max(len(words) - 1, 0)
+    repeats += sum(1 for a, b in zip(words, words[1:]) if a == b and a not in ref_repeats)
+  return repeats / max(pairs, 1)

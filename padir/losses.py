@@ -1,0 +1,141 @@
+"""PaDIR's noising rule and training losses (paper App. L.1.2 and L.2).
+
+Noising: the initial hypothesis X(0) has the target's length; each target position keeps the
+correct token with probability `keep_rate` (paper: 15%) and is otherwise replaced, by [MASK]
+with probability `mask_rate` and else by a uniformly random regular vocabulary token (paper:
+mask_rate = 0, i.e. 85% random tokens). PAD positions stay PAD.
+
+Multi-stage loss (Ghazvininejad et al. 2020; Savinov et al. 2022): stage 1 refines X(0); stage
+s+1 refines X(s) = the argmax (or a sample) of stage s, with no gradient through that choice;
+    L = (1/S) sum_s CE(decoder(X(s-1), encoder(source)), target) + length_weight * CE_length,
+(the paper's 1/S average; `stage_reduction="sum"` drops it). Token CE is averaged over non-PAD
+target positions; the length CE over examples.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
+
+Array = jax.Array
+
+
+def initial_hypothesis(key: Array, targets_BT: Array, *, vocab_size: int, keep_rate: float = 0.15,
+                       mask_rate: float = 0.0) -> Array:
+  """X(0) for training: per non-PAD position, keep w.p. keep_rate, else [MASK] or random token."""
+  key_keep, key_mask, key_token = jax.random.split(key, 3)
+  keep_BT = jax.random.bernoulli(key_keep, keep_rate, targets_BT.shape)
+  use_mask_BT = jax.random.bernoulli(key_mask, mask_rate, targets_BT.shape)
+  random_BT = jax.random.randint(key_token, targets_BT.shape, tokenizer_lib.NUM_SPECIAL, vocab_size,
+                                 dtype=targets_BT.dtype)
+  noise_BT = jnp.where(use_mask_BT, jnp.asarray(tokenizer_lib.MASK_ID, targets_BT.dtype), random_BT)
+  x0_BT = jnp.where(keep_BT, targets_BT, noise_BT)
+  return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, x0_BT)
+
+
+def token_cross_entropy(logits_BTV: Array, targets_BT: Array) -> tuple[Array, Array]:
+  """(mean CE over non-PAD target positions, accuracy of the argmax over the same positions)."""
+  weights_BT = (targets_BT != tokenizer_lib.PAD_ID).astype(jnp.float32)
+  logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32), axis=-1)
+  # A one-hot product, not take_along_axis: on XLA CPU the gather's gradient (a scatter into
+  # [B, T, V]) made the loss gradient ~1.5x slower.
+  nll_BT = -jnp.einsum("BTV,BTV->BT", logp_BTV, jax.nn.one_hot(targets_BT, logits_BTV.shape[-1]))
+  denom = jnp.maximum(weights_BT.sum(), 1.0)
+  accuracy = ((jnp.argmax(logits_BTV, -1) == targets_BT) * weights_BT).sum() / denom
+  return (nll_BT * weights_BT).sum() / denom, accuracy
+
+
+def target_lengths(targets_BT: Array) -> Array:
+  return (targets_BT != tokenizer_lib.PAD_ID).sum(axis=-1)
+
+
+def length_cross_entropy(length_logits_BC: Array, lengths_B: Array) -> tuple[Array, Array]:
+  logp_BC = jax.nn.log_softmax(length_logits_BC.astype(jnp.float32), axis=-1)
+  nll_B = -jnp.take_along_axis(logp_BC, lengths_B[:, None], axis=-1)[:, 0]
+  return nll_B.mean(), (jnp.argmax(length_logits_BC, -1) == lengths_B).mean()
+
+
+def ban_never_predicted(logits_BTV: Array) -> Array:
+  """-inf on PAD, BOS, [MASK], [LEN]: ids that never occur inside a target."""
+  return logits_BTV.at[..., jnp.asarray(tokenizer_lib.NEVER_PREDICTED)].set(-jnp.inf)
+
+
+def next_stage_input(key: Array, logits_BTV: Array, targets_BT: Array,
+                     stage_input: Literal["argmax", "sample"] = "argmax") -> Array:
+  """X(s) from stage s's logits (never a special id), PAD where the target is PAD; no gradient
+  flows through it."""
+  logits_BTV = ban_never_predicted(logits_BTV)
+  if stage_input == "argmax":
+    pred_BT = jnp.argmax(logits_BTV, axis=-1)
+  elif stage_input == "sample":
+    pred_BT = jax.random.categorical(key, logits_BTV, axis=-1)
+  else:
+    raise ValueError(f"stage_input must be 'argmax' or 'sample', got {stage_input!r}")
+  pred_BT = jax.lax.stop_gradient(pred_BT).astype(targets_BT.dtype)
+  return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, pred_BT)
+
+
+def multi_stage_loss(model: model_lib.Transformer, inputs_BS: Array, targets_BT: Array,
+                     x0_BT: Array, key: Array, *, num_stages: int = 2,
+                     stage_input: Literal["argmax", "sample"] = "argmax",
+                     stage_reduction: Literal["mean", "sum"] = "mean",
+                     length_weight: float = 1.0) -> tuple[Array, dict[str, Array]]:
+  """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs."""
+  if num_stages < 1:
+    raise ValueError(f"num_stages must be >= 1, got {num_stages}")
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  length_loss, length_accuracy = length_cross_entropy(model.length_logits(enc_BSD),
+                                                      target_lengths(targets_BT))
+  aux = {"length_loss": length_loss, "length_accuracy": length_accuracy}
+  stage_inputs, x_BT, token_loss = [], x0_BT, 0.0
+  for s, stage_key in enumerate(jax.random.split(key, num_stages), start=1):
+    stage_inputs.append(x_BT)
+    logits_BTV = model.decode(x_BT, enc_BSD, enc_mask_BS)
+    loss, accuracy = token_cross_entropy(logits_BTV, targets_BT)
+    aux[f"stage{s}_loss"], aux[f"stage{s}_accuracy"] = loss, accuracy
+    token_loss = token_loss + loss
+    if s < num_stages:
+      x_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
+  if stage_reduction == "mean":
+    token_loss = token_loss / num_stages
+  elif stage_reduction != "sum":
+    raise ValueError(f"stage_reduction must be 'mean' or 'sum', got {stage_reduction!r}")
+  aux["token_loss"] = token_loss
+  aux["stage_inputs"] = jnp.stack(stage_inputs)  # [num_stages, B, T]
+  return token_loss + length_weight * length_loss, aux
+
+
+def padir_loss(model: model_lib.Transformer, batch: dict[str, Array], key: Array, *,
+               keep_rate: float = 0.15, mask_rate: float = 0.0, num_stages: int = 2,
+               stage_input: Literal["argmax", "sample"] = "argmax",
+               stage_reduction: Literal["mean", "sum"] = "mean",
+               length_weight: float = 1.0) -> tuple[Array, dict[str, Array]]:
+  """Noise the targets (initial_hypothesis), then multi_stage_loss."""
+  key_noise, key_stages = jax.random.split(key)
+  x0_BT = initial_hypothesis(key_noise, batch["targets"], vocab_size=model.cfg.vocab_size,
+                             keep_rate=keep_rate, mask_rate=mask_rate)
+  return multi_stage_loss(model, batch["inputs"], batch["targets"], x0_BT, key_stages,
+                          num_stages=num_stages, stage_input=stage_input,
+                          stage_reduction=stage_reduction, length_weight=length_weight)
+
+
+def shift_right(targets_BT: Array) -> Array:
+  """[BOS] + targets[:-1]: the teacher-forcing decoder input of the AR baseline."""
+  bos_B1 = jnp.full((targets_BT.shape[0], 1), tokenizer_lib.BOS_ID, targets_BT.dtype)
+  shifted_BT = jnp.concatenate([bos_B1, targets_BT[:, :-1]], axis=1)
+  return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, shifted_BT)
+
+
+def ar_loss(model: model_lib.Transformer, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+  """Teacher-forced next-token CE of the AR baseline (decoder='ar')."""
+  if model.cfg.decoder != "ar":
+    raise ValueError("ar_loss needs a model with decoder='ar'")
+  enc_BSD, enc_mask_BS = model.encode(batch["inputs"])
+  logits_BTV = model.decode(shift_right(batch["targets"]), enc_BSD, enc_mask_BS)
+  loss, accuracy = token_cross_entropy(logits_BTV, batch["targets"])
+  return loss, {"token_loss": loss, "accuracy": accuracy}

@@ -1,0 +1,208 @@
+"""PaDIR's encoder-decoder Transformer (paper App. L.2) in flax.nnx, with an AR baseline.
+
+- Pre-LayerNorm Transformer; learned positional embeddings; one token embedding shared by the
+  encoder, the decoder and the output projection (a bilingual vocabulary).
+- Encoder input: [LEN] + source tokens. The final state of [LEN] classifies the target length
+  (0..max_target_length); at inference the top-k lengths are decoded in parallel.
+- Decoder `nar` (PaDIR): NON-causal self-attention over the current hypothesis, then positional
+  attention (queries and keys from the positional embeddings, values from the hidden states;
+  Gu et al. 2018), then cross-attention, then the FFN. One forward pass refines all positions.
+- Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
+
+Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
+Shapes: B batch, S source length (with [LEN]), T target length, D model, N heads, H head dim,
+F FFN hidden, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from padir import tokenizer as tokenizer_lib
+
+Array = jax.Array
+NEG_INF = -1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  vocab_size: int
+  max_source_length: int = 128  # tokens incl. EOS; the encoder adds one [LEN] position
+  max_target_length: int = 128  # tokens incl. EOS; also the largest predictable length
+  num_encoder_layers: int = 6
+  num_decoder_layers: int = 6
+  num_heads: int = 8
+  d_model: int = 512
+  d_ff: int = 2048
+  dropout_rate: float = 0.1
+  decoder: Literal["nar", "ar"] = "nar"
+  positional_attention: bool = True
+
+  @classmethod
+  def from_dict(cls, d: Any) -> "ModelConfig":
+    d = dict(d)
+    return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+  @property
+  def head_dim(self) -> int:
+    if self.d_model % self.num_heads:
+      raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+    return self.d_model // self.num_heads
+
+
+class Attention(nnx.Module):
+  """Multi-head attention with separate query, key and value inputs."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    D, N, H = cfg.d_model, cfg.num_heads, cfg.head_dim
+    w_in = nnx.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=0, out_axis=(1, 2))
+    w_out = nnx.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=(0, 1), out_axis=2)
+    self.w_q_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
+    self.w_k_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
+    self.w_v_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
+    self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)))
+    self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+  def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
+    q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD, self.w_q_DNH[...])
+    k_BKNH = jnp.einsum("BKD,DNH->BKNH", k_BKD, self.w_k_DNH[...])
+    v_BKNH = jnp.einsum("BKD,DNH->BKNH", v_BKD, self.w_v_DNH[...])
+    logits_BNQK = jnp.einsum("BQNH,BKNH->BNQK", q_BQNH, k_BKNH) / jnp.sqrt(
+        jnp.float32(q_BQNH.shape[-1]))
+    logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
+    probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1))
+    out_BQNH = jnp.einsum("BNQK,BKNH->BQNH", probs_BNQK, v_BKNH)
+    return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w_o_NHD[...])
+
+
+class FeedForward(nnx.Module):
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.up = nnx.Linear(cfg.d_model, cfg.d_ff, rngs=rngs)
+    self.down = nnx.Linear(cfg.d_ff, cfg.d_model, rngs=rngs)
+    self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+  def __call__(self, x_BLD: Array) -> Array:
+    return self.down(self.dropout(jax.nn.relu(self.up(x_BLD))))
+
+
+class EncoderLayer(nnx.Module):
+  """Pre-LN: x += attn(LN(x)); x += FFN(LN(x))."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.norm_self = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.self_attention = Attention(cfg, rngs=rngs)
+    self.norm_ffn = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.ffn = FeedForward(cfg, rngs=rngs)
+    self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+  def __call__(self, x_BSD: Array, mask_BSS: Array) -> Array:
+    h_BSD = self.norm_self(x_BSD)
+    x_BSD = x_BSD + self.dropout(self.self_attention(h_BSD, h_BSD, h_BSD, mask_BSS))
+    return x_BSD + self.dropout(self.ffn(self.norm_ffn(x_BSD)))
+
+
+class DecoderLayer(nnx.Module):
+  """Pre-LN: self-attention, positional attention, cross-attention, FFN."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.norm_self = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.self_attention = Attention(cfg, rngs=rngs)
+    if cfg.positional_attention:
+      self.norm_positional = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+      self.positional_attention = Attention(cfg, rngs=rngs)
+    else:
+      self.positional_attention = None
+    self.norm_cross = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.cross_attention = Attention(cfg, rngs=rngs)
+    self.norm_ffn = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.ffn = FeedForward(cfg, rngs=rngs)
+    self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+  def __call__(self, x_BTD: Array, pos_BTD: Array, enc_BSD: Array, mask_BTT: Array,
+               mask_BTS: Array) -> Array:
+    h_BTD = self.norm_self(x_BTD)
+    x_BTD = x_BTD + self.dropout(self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT))
+    if self.positional_attention is not None:
+      h_BTD = self.norm_positional(x_BTD)
+      x_BTD = x_BTD + self.dropout(self.positional_attention(pos_BTD, pos_BTD, h_BTD, mask_BTT))
+    h_BTD = self.norm_cross(x_BTD)
+    x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
+    return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
+
+
+class Transformer(nnx.Module):
+  """encode() once per source; decode() once per refinement step (nar) or per token (ar)."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    if cfg.decoder not in ("nar", "ar"):
+      raise ValueError(f"decoder must be 'nar' or 'ar', got {cfg.decoder!r}")
+    self.cfg = cfg
+    normal = nnx.initializers.normal(stddev=1.0)
+    self.embed_VD = nnx.Param(normal(rngs.params(), (cfg.vocab_size, cfg.d_model)))
+    self.source_pos_SD = nnx.Param(normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)))
+    self.target_pos_TD = nnx.Param(normal(rngs.params(), (cfg.max_target_length, cfg.d_model)))
+    self.encoder_layers = nnx.List(
+        [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)])
+    self.decoder_layers = nnx.List(
+        [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)])
+    self.encoder_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.decoder_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.length_head = nnx.Linear(cfg.d_model, cfg.max_target_length + 1, rngs=rngs)
+    self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+  def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:
+    return self.dropout(self.embed_VD[...][tokens_BL] + pos_LD[None])
+
+  def encode(self, inputs_BL: Array) -> tuple[Array, Array]:
+    """inputs [B, L<=max_source_length] -> states [B, S=L+1, D] ([LEN] first), mask [B, S]."""
+    B = inputs_BL.shape[0]
+    tokens_BS = jnp.concatenate(
+        [jnp.full((B, 1), tokenizer_lib.LEN_ID, inputs_BL.dtype), inputs_BL], axis=1)
+    mask_BS = tokens_BS != tokenizer_lib.PAD_ID
+    x_BSD = self._embed(tokens_BS, self.source_pos_SD[...][:tokens_BS.shape[1]])
+    for layer in self.encoder_layers:
+      x_BSD = layer(x_BSD, mask_BS[:, None, :] & mask_BS[:, :, None])
+    return self.encoder_norm(x_BSD), mask_BS
+
+  def length_logits(self, enc_BSD: Array) -> Array:
+    """[B, max_target_length + 1]: logits over the target length (EOS included)."""
+    return self.length_head(enc_BSD[:, 0])
+
+  def decode(self, hyp_BT: Array, enc_BSD: Array, enc_mask_BS: Array) -> Array:
+    """One decoder pass -> logits [B, T, V].
+
+    nar: hyp is the current hypothesis, PAD beyond its length; every position sees every
+    non-PAD position. ar: hyp is [BOS] + target[:-1]; position t sees positions <= t.
+    """
+    T = hyp_BT.shape[1]
+    pos_TD = self.target_pos_TD[...][:T]
+    valid_BT = hyp_BT != tokenizer_lib.PAD_ID
+    mask_BTT = valid_BT[:, None, :] & valid_BT[:, :, None]
+    if self.cfg.decoder == "ar":
+      mask_BTT = mask_BTT & jnp.tril(jnp.ones((T, T), bool))[None]
+    # Queries at PAD positions attend to something (their own position) so softmax stays finite.
+    mask_BTT = mask_BTT | jnp.eye(T, dtype=bool)[None]
+    mask_BTS = jnp.broadcast_to(enc_mask_BS[:, None, :], (hyp_BT.shape[0], T, enc_mask_BS.shape[1]))
+    x_BTD = self._embed(hyp_BT, pos_TD)
+    pos_BTD = jnp.broadcast_to(pos_TD[None], x_BTD.shape)
+    for layer in self.decoder_layers:
+      x_BTD = layer(x_BTD, pos_BTD, enc_BSD, mask_BTT, mask_BTS)
+    h_BTD = self.decoder_norm(x_BTD)
+    return jnp.einsum("BTD,VD->BTV", h_BTD, self.embed_VD[...]) / jnp.sqrt(
+        jnp.float32(self.cfg.d_model))
+
+
+def count_params(model: nnx.Module) -> int:
+  return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+def abstract_param_count(cfg: ModelConfig) -> int:
+  """Parameter count without allocating (e.g. for the 67M paper size)."""
+  abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+  return count_params(abstract)

@@ -1,0 +1,235 @@
+"""Training loop: `train(config, workdir)` for PaDIR (NAR) and the AR baseline.
+
+Reads a step top to bottom: corpus -> vocabulary -> tfds/grain batches -> model + AdaFactor ->
+jitted step -> metrics.jsonl, evaluation (loss, SacreBLEU, stutter), orbax checkpoints.
+Preemption-safe: a restarted run restores the last checkpoint (parameters, optimizer state, the
+grain iterator position) and continues; the noise and dropout keys are fold_in(key(seed), step),
+so a resumed run computes the same steps as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+import tqdm
+from flax import nnx
+
+from padir import bible
+from padir import data
+from padir import evaluate
+from padir import losses
+from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
+
+
+def learning_rate_schedule(cfg: ml_collections.ConfigDict) -> optax.Schedule:
+  """Linear warm-up from min_lr to peak_lr, then cosine decay back to min_lr (paper App. L.2)."""
+  return optax.warmup_cosine_decay_schedule(
+      init_value=cfg.min_lr, peak_value=cfg.peak_lr, warmup_steps=cfg.warmup_steps,
+      decay_steps=max(cfg.num_train_steps, cfg.warmup_steps + 1), end_value=cfg.min_lr)
+
+
+def make_optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  """AdaFactor with T5X-like defaults (factored second moments, decay 0.8, update clipping 1.0)."""
+  return optax.adafactor(learning_rate=learning_rate_schedule(cfg), decay_rate=0.8,
+                         clipping_threshold=1.0, multiply_by_parameter_scale=True)
+
+
+def prepare_vocabulary(config: ml_collections.ConfigDict) -> tokenizer_lib.Tokenizer:
+  d = config.data
+  path = d.vocab_path or os.path.join(d.corpus_dir, f"spm{d.vocab_size}.model")
+  if not os.path.isfile(path) and d.train_vocab:
+    logging.info("training a %d-piece SentencePiece vocabulary on %s", d.vocab_size, d.corpus_dir)
+    pairs = data.read_split(d.corpus_dir, "train", d.source_lang, d.target_lang)
+    tokenizer_lib.train_tokenizer((s for pair in pairs for s in pair), path, d.vocab_size)
+  return tokenizer_lib.Tokenizer(path)
+
+
+def prepare_corpus(config: ml_collections.ConfigDict) -> None:
+  d = config.data
+  if d.get("prepare_bible") and not os.path.isfile(os.path.join(d.corpus_dir, "train.tsv")):
+    logging.info("preparing the KJV / Reina-Valera corpus in %s", d.corpus_dir)
+    bible.prepare(d.corpus_dir)
+
+
+def model_config(config: ml_collections.ConfigDict, vocab_size: int) -> model_lib.ModelConfig:
+  return model_lib.ModelConfig.from_dict({
+      **config.model.to_dict(), "vocab_size": vocab_size,
+      "max_source_length": config.data.max_source_length,
+      "max_target_length": config.data.max_target_length})
+
+
+def loss_fn(model: model_lib.Transformer, batch: dict[str, jax.Array], key: jax.Array,
+            config: ml_collections.ConfigDict) -> tuple[jax.Array, dict[str, jax.Array]]:
+  if model.cfg.decoder == "ar":
+    return losses.ar_loss(model, batch)
+  c = config.loss
+  loss, aux = losses.padir_loss(model, batch, key, keep_rate=c.keep_rate, mask_rate=c.mask_rate,
+                                num_stages=c.num_stages, stage_input=c.stage_input,
+                                stage_reduction=c.stage_reduction, length_weight=c.length_weight)
+  aux.pop("stage_inputs")
+  return loss, aux
+
+
+def make_steps(config: ml_collections.ConfigDict):
+  """Jitted train and eval steps; keys derive from (seed, step) only."""
+
+  @nnx.jit
+  def train_step(model, optimizer, batch, key, dropout_key):
+    nnx.reseed(model, dropout=dropout_key)
+    (loss, aux), grads = nnx.value_and_grad(
+        lambda m: loss_fn(m, batch, key, config), has_aux=True)(model)
+    optimizer.update(model, grads)
+    return {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads)}
+
+  @nnx.jit
+  def eval_step(model, batch, key):
+    loss, aux = loss_fn(model, batch, key, config)
+    return {"loss": loss, **aux}
+
+  return train_step, eval_step
+
+
+def _write_metrics(path: str, record: dict[str, Any]) -> None:
+  with open(path, "a", encoding="utf-8") as f:
+    f.write(json.dumps({k: (float(v) if isinstance(v, (jax.Array, np.generic)) else v)
+                        for k, v in record.items()}) + "\n")
+
+
+def evaluate_loss(eval_step, model, source, tok, config) -> dict[str, float]:
+  d = config.data
+  ds, _ = data.make_dataset(source, tok, batch_size=config.train.batch_size,
+                            max_source_length=d.max_source_length,
+                            max_target_length=d.max_target_length, shuffle=False,
+                            drop_remainder=True, name="valid")
+  sums, n = {}, 0
+  for i, batch in enumerate(ds):
+    if i >= config.train.eval_batches:
+      break
+    metrics = eval_step(model, batch, jax.random.fold_in(jax.random.key(config.seed), i))
+    for k, v in metrics.items():
+      sums[k] = sums.get(k, 0.0) + float(v)
+    n += 1
+  if n == 0:
+    raise data.CorpusError(f"the valid split has fewer than batch_size={config.train.batch_size} "
+                           f"pairs within the maximum lengths: nothing to evaluate")
+  return {f"valid_{k}": v / n for k, v in sums.items()}
+
+
+def evaluate_translation(model, source, tok, config) -> dict[str, Any]:
+  c, n = config.decode, config.decode.num_examples
+  records = [source[i] for i in range(min(n, len(source)))]
+  sources = [r["source"].decode() for r in records]
+  references = [r["target"].decode() for r in records]
+  hypotheses = evaluate.translate(model, tok, sources, jax.random.key(config.seed),
+                                  batch_size=c.batch_size, num_steps=c.num_steps,
+                                  num_lengths=c.num_lengths, remask_stutter=c.remask_stutter)
+  score, signature = evaluate.bleu(hypotheses, references, config.data.target_lang)
+  return {"valid_bleu": score, "bleu_signature": signature,
+          "valid_stutter": evaluate.stutter_rate(hypotheses, references),
+          "example": {"source": sources[0], "reference": references[0],
+                      "hypothesis": hypotheses[0]}}
+
+
+def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains (or resumes) in workdir; returns the last logged metrics."""
+  os.makedirs(workdir, exist_ok=True)
+  with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+    f.write(config.to_json_best_effort(indent=2))
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+
+  # Data.
+  prepare_corpus(config)
+  tok = prepare_vocabulary(config)
+  d = config.data
+  sources = data.local_data_sources(d.corpus_dir, d.source_lang, d.target_lang,
+                                    data_dir=d.tfds_data_dir or None, splits=("train", "valid"))
+  train_ds, report = data.make_dataset(
+      sources["train"], tok, batch_size=config.train.batch_size,
+      max_source_length=d.max_source_length, max_target_length=d.max_target_length,
+      seed=config.seed, num_epochs=None, name="train")
+  logging.info("train: kept %d of %d pairs (%d longer than the maximum lengths dropped)",
+               report.kept, report.total, report.too_long)
+  train_iter = iter(train_ds)
+
+  # Model and optimizer.
+  cfg = model_config(config, tok.vocab_size)
+  model = model_lib.Transformer(
+      cfg, rngs=nnx.Rngs(params=config.seed, dropout=jax.random.key(config.seed, impl="rbg")))
+  optimizer = nnx.Optimizer(model, make_optimizer(config.train), wrt=nnx.Param)
+  logging.info("model: %s, %d parameters", cfg, model_lib.count_params(model))
+  train_step, eval_step = make_steps(config)
+
+  # Checkpoints: restore the latest if there is one.
+  t = config.train
+  manager = ocp.CheckpointManager(
+      os.path.abspath(os.path.join(workdir, "checkpoints")),
+      options=ocp.CheckpointManagerOptions(max_to_keep=t.keep_checkpoints,
+                                           save_interval_steps=t.checkpoint_every, create=True))
+  step = 0
+  if manager.latest_step() is not None:
+    step = manager.latest_step()
+    restored = manager.restore(step, args=ocp.args.Composite(
+        params=ocp.args.StandardRestore(nnx.state(model, nnx.Param)),
+        optimizer=ocp.args.StandardRestore(nnx.state(optimizer)),
+        data=ocp.args.JsonRestore()))
+    nnx.update(model, restored["params"])
+    nnx.update(optimizer, restored["optimizer"])
+    train_iter.set_state(restored["data"])
+    logging.info("resumed from step %d", step)
+
+  def save(step: int, force: bool = False) -> None:
+    manager.save(step, force=force, args=ocp.args.Composite(
+        params=ocp.args.StandardSave(nnx.state(model, nnx.Param)),
+        optimizer=ocp.args.StandardSave(nnx.state(optimizer)),
+        data=ocp.args.JsonSave(train_iter.get_state())))
+
+  base_key = jax.random.key(config.seed)  # noising and stage sampling
+  # Dropout masks from XLA's RngBitGenerator: threefry masks cost ~25% of a CPU training step.
+  dropout_key = jax.random.key(config.seed, impl="rbg")
+  last: dict[str, Any] = {}
+  sums, n_sum, t_start = {}, 0, time.time()
+  stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
+  with tqdm.tqdm(total=t.num_train_steps, initial=step, desc="padir", unit="step",
+                 disable=not t.progress_bar) as bar:
+    while step < stop_at:
+      batch = next(train_iter)
+      model.train()
+      metrics = train_step(model, optimizer, batch, jax.random.fold_in(base_key, step),
+                           jax.random.fold_in(dropout_key, step))
+      step += 1
+      bar.update(1)
+      for k, v in metrics.items():
+        sums[k] = sums.get(k, 0.0) + v
+      n_sum += 1
+      if step % t.log_every == 0 or step == stop_at:
+        record = {"step": step, **{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
+                  "learning_rate": float(learning_rate_schedule(t)(step - 1)),
+                  "steps_per_second": n_sum / (time.time() - t_start)}
+        if not np.isfinite(record["train_loss"]):
+          raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
+        bar.set_postfix(loss=f"{record['train_loss']:.3f}")
+        _write_metrics(metrics_path, record)
+        last.update(record)
+        sums, n_sum, t_start = {}, 0, time.time()
+      if step % t.eval_every == 0 or step == t.num_train_steps:
+        model.eval()
+        record = {"step": step, **evaluate_loss(eval_step, model, sources["valid"], tok, config)}
+        if config.decode.num_examples > 0:
+          record.update(evaluate_translation(model, sources["valid"], tok, config))
+        _write_metrics(metrics_path, record)
+        last.update(record)
+      if step % t.checkpoint_every == 0 or step == stop_at:
+        save(step, force=True)
+  manager.wait_until_finished()
+  manager.close()
+  return last

@@ -1,0 +1,86 @@
+"""padir.train_lib: a few steps on a tiny corpus write metrics and checkpoints, and resume exactly."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from configs import padir_bible_en_es
+from padir import train_lib
+
+EN = "the a man woman house land king city water light day night god people son".split()
+ES = "el la hombre mujer casa tierra rey ciudad agua luz día noche dios pueblo hijo".split()
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+  d = tmp_path_factory.mktemp("corpus")
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 200), ("valid", 16), ("test", 16)):
+    with open(d / f"{split}.tsv", "w", encoding="utf-8") as f:
+      for _ in range(n):
+        idx = rng.integers(0, len(EN), rng.integers(1, 8))
+        f.write(" ".join(EN[i] for i in idx) + "\t" + " ".join(ES[i] for i in idx) + "\n")
+  return str(d)
+
+
+def _config(corpus_dir: str, steps: int, translate: bool = False):
+  c = padir_bible_en_es.get_config()
+  c.data.corpus_dir = corpus_dir
+  c.data.prepare_bible = False
+  c.data.vocab_size = 40
+  c.data.max_source_length = c.data.max_target_length = 16
+  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+  c.train.update(batch_size=4, num_train_steps=steps, warmup_steps=2, log_every=2, eval_every=4,
+                 eval_batches=1, checkpoint_every=2, keep_checkpoints=2, progress_bar=False)
+  c.decode.update(num_examples=4 if translate else 0, batch_size=4, num_lengths=2)
+  return c
+
+
+def _metrics(workdir: str) -> list[dict]:
+  with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(corpus_dir, tmp_path):
+  workdir = str(tmp_path / "run")
+  train_lib.train(_config(corpus_dir, steps=4), workdir)
+  records = _metrics(workdir)
+  assert [r["step"] for r in records if "train_loss" in r] == [2, 4]
+  assert [r["step"] for r in records if "valid_loss" in r] == [4]
+  assert all(np.isfinite(r["train_loss"]) for r in records if "train_loss" in r)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]
+  assert os.path.isfile(os.path.join(workdir, "config.json"))
+
+
+def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
+  t = _config("unused", steps=100).train
+  t.update(warmup_steps=10, peak_lr=3e-3, min_lr=1e-5)
+  lr = train_lib.learning_rate_schedule(t)
+  np.testing.assert_allclose([float(lr(0)), float(lr(5)), float(lr(10)), float(lr(100))],
+                             [1e-5, 1e-5 + 0.5 * (3e-3 - 1e-5), 3e-3, 1e-5], rtol=1e-5)
+  assert float(lr(55)) == pytest.approx(1e-5 + 0.5 * (3e-3 - 1e-5), rel=1e-4)  # cosine midpoint
+
+
+@pytest.mark.slow  # three short trainings, one with translation (a refinement compile)
+def test_resumed_run_matches_an_uninterrupted_one(corpus_dir, tmp_path):
+  interrupted, straight = str(tmp_path / "a"), str(tmp_path / "b")
+  first_leg = _config(corpus_dir, steps=6)
+  first_leg.train.stop_at_step = 4  # as if preempted after the checkpoint at step 4
+  train_lib.train(first_leg, interrupted)
+  last = train_lib.train(_config(corpus_dir, steps=6, translate=True), interrupted)  # resumes at 4
+  train_lib.train(_config(corpus_dir, steps=6), straight)
+  assert last["bleu_signature"].startswith("nrefs:1|case:mixed") and 0 <= last["valid_bleu"] <= 100
+  last_a = [r for r in _metrics(interrupted) if r["step"] == 6 and "train_loss" in r][0]
+  last_b = [r for r in _metrics(straight) if r["step"] == 6 and "train_loss" in r][0]
+  assert last_a["train_loss"] == pytest.approx(last_b["train_loss"], rel=1e-6)
+
+
+@pytest.mark.slow  # compiles the AR training step and greedy decoding
+def test_ar_baseline_trains_and_translates(corpus_dir, tmp_path):
+  c = _config(corpus_dir, steps=2, translate=True)
+  c.model.decoder = "ar"
+  last = train_lib.train(c, str(tmp_path / "ar"))
+  assert np.isfinite(last["train_loss"]) and "train_stage1_loss" not in last
+  assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
