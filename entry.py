@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 
@@ -37,7 +37,8 @@ def main(config, workdir: str, allowed_prefixes: tuple[str, ...]) -> None:
   fn = resolve_job(config.job, allowed_prefixes)
   os.makedirs(workdir, exist_ok=True)
   fn(config, workdir)
-  print(f"Results in {workdir}/ (config.json, results.json, report.md, figures).")
+  written = ", ".join(sorted(p for p in os.listdir(workdir) if not p.startswith(".")))
+  print(f"Run directory {workdir}/: {written}")
 
 
 JOB_PACKAGES = ("ising.", "glauber.", "padir.")
@@ -50,6 +51,7 @@ def cli() -> None:
   flags.mark_flags_as_required(["config", "workdir"])
 
   def _main(argv):
+    logging.set_verbosity(logging.WARNING)  # orbax and tfds log every file operation at INFO
     if len(argv) > 1:
       raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     main(config.value, workdir.value, JOB_PACKAGES)
