@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -135,6 +136,8 @@ def error_vs_samples(config, workdir: str) -> dict:
         ax.plot(sizes, traces[m][k] / np.asarray(sizes), ls=":", color=line[0].get_color(), lw=1)
       ax.set(xscale="log", yscale="log", xlabel="sample size n", ylabel="||theta_hat - theta*||^2",
              title=f"J={coupling:g}, masks={m}  (dotted: Tr Sigma_k / n)")
+      ax.set_xticks(sizes, [f"{n:g}" for n in sizes])
+      ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
       ax.legend(fontsize=8)
     name = f"error_vs_samples_J{coupling:g}.png"
     run.savefig(fig, name)
