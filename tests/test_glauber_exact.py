@@ -144,10 +144,15 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
     before = state_index(prev)
     assert (tokens_RBN[r][:, i] == CANDIDATES[cond_SNC[before, i].argmax(-1)]).all()
     prev = tokens_RBN[r]
-  # Rejection-free at T = 0 from an argmax fixed point stays put without NaN.
-  _, rec = nfold.run(jax.random.key(6), model, spec(0.0), chains.init_state(
-      np.repeat(sequences((prev - CANDIDATES[0])[:1]), 4, 0)), 2, 5)
-  assert np.isfinite(np.asarray(rec["tokens_RBN"])).all()
+  # Near a zero-temperature fixed point the stay probability is ~1, auto mode goes rejection-free,
+  # and at T = 0 the rejection-free chain stays put in one iteration per record.
+  fixed = chains.init_state(np.repeat(sequences((prev - CANDIDATES[0])[:1]), 4, 0))
+  _, rec = chains.run(jax.random.key(6), model, spec(0.0), fixed, 1, N, method="sweep")
+  assert (np.asarray(rec["tokens_RBN"][0]) == prev[:1]).all()   # a fixed point of argmax sweeps
+  assert nfold.choose_mode(model, spec(0.05), fixed.tokens_BL)[0] == "rejection_free"
+  state, rec = nfold.run(jax.random.key(6), model, spec(0.0), fixed, 2, 5)
+  assert (np.asarray(rec["iterations_R"]) == 1).all()
+  np.testing.assert_array_equal(np.asarray(state.tokens_BL), np.asarray(fixed.tokens_BL))
 
 
 @pytest.mark.parametrize("method,k", [("glauber", 1), ("sweep", 2), ("block", 3), ("parallel", 1),
