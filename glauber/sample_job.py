@@ -44,10 +44,10 @@ def default_model_dir() -> pathlib.Path:
                    "or set config.model to an HF id or a local BertForMaskedLM directory")
 
 
-def load_model(name: str):
+def load_model(name: str, dtype: str = "float32"):
   name = name or str(default_model_dir())
   try:
-    model, tokenizer = gm.load(name)
+    model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype))
   except (OSError, FileNotFoundError) as e:
     raise ValueError(f"cannot load model {name!r}: {e}") from e
   if tokenizer is None:
@@ -84,7 +84,7 @@ def run(config, workdir: str) -> dict:
   if config.mode != "plain" and config.method != "glauber":
     raise ValueError(f"mode={config.mode!r} applies to method='glauber' only (got "
                      f"{config.method!r}); use mode='plain'")
-  model, tokenizer = load_model(config.model)
+  model, tokenizer = load_model(config.model, config.get("dtype", "float32"))
   vocab_size = model.config.vocab_size
   candidates = chains.candidate_ids(tokenizer, vocab_size, exclude_special=config.exclude_special,
                                     exclude_pattern=config.exclude_pattern or None)
@@ -94,9 +94,8 @@ def run(config, workdir: str) -> dict:
   spec = chains.make_spec(candidates, vocab_size, lay.mask_id, lay.offset, lay.num_sites,
                           config.temperature, config.top_k, config.top_p)
   mode, median_stay = config.mode, None
-  if config.method == "glauber":
-    chosen, median_stay = nfold.choose_mode(model, spec, x0_BL, config.auto_threshold or None)
-    mode = chosen if mode == "auto" else mode
+  if mode == "auto":   # costs n forward rows for each of up to 64 chains
+    mode, median_stay = nfold.choose_mode(model, spec, x0_BL, config.auto_threshold or None)
 
   state = chains.init_state(x0_BL)
   traj, manager = recording.Trajectory(rd.path), recording.checkpoint_manager(rd.path)

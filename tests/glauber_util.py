@@ -102,3 +102,16 @@ def tv(p, q) -> float:
 
 def histogram(free_tokens_XN) -> np.ndarray:
   return np.bincount(state_index(free_tokens_XN), minlength=C ** N) / len(free_tokens_XN)
+
+
+def device_run(mesh=None) -> dict[str, np.ndarray]:
+  """Plain and rejection-free chains of the tiny model, sharded over `mesh` when given."""
+  from glauber import nfold
+  model = tiny_mlm()
+  x0 = chains.init_state(sequences(np.random.default_rng(2).integers(0, C, (16, N))))
+  a, ra = chains.run(jax.random.key(10), model, spec(0.8), x0, 3, 4, mesh=mesh)
+  b, rb = nfold.run(jax.random.key(11), model, spec(0.3), x0, 3, 4, mesh=mesh)
+  if mesh is not None:
+    assert len(a.tokens_BL.sharding.device_set) == mesh.size
+  return dict(plain=np.asarray(ra["tokens_RBN"]), nfold=np.asarray(rb["tokens_RBN"]),
+              steps=np.asarray(b.steps_B), t=np.asarray(b.t))

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from glauber import chains, nfold
-from glauber_util import (C, CANDIDATES, MASK, N, OFFSET, SEP, ALL_STATES, WEIGHTS, exact_conditionals,
+from glauber_util import (C, CANDIDATES, MASK, N, OFFSET, SEP, device_run, exact_conditionals,
                           histogram, sequences, spec, state_index, stationary, tiny_mlm,
                           transition_matrix, tv)
 
@@ -155,6 +155,17 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
   np.testing.assert_array_equal(np.asarray(state.tokens_BL), np.asarray(fixed.tokens_BL))
 
 
+def test_top_k_and_top_p_truncate_to_the_largest_probabilities():
+  logits = jnp.asarray([[9.0] * 5 + [np.log(0.4), np.log(0.3), np.log(0.15), np.log(0.1),
+                                     np.log(0.04), np.log(0.01)]])
+  p_k = np.exp(np.asarray(chains.tempered_logprobs(spec(top_k=2), logits)))[0]
+  np.testing.assert_allclose(p_k, [4 / 7, 3 / 7, 0, 0, 0, 0], rtol=1e-5)
+  p_p = np.exp(np.asarray(chains.tempered_logprobs(spec(top_p=0.8), logits)))[0]
+  np.testing.assert_allclose(p_p, np.array([0.4, 0.3, 0.15, 0, 0, 0]) / 0.85, rtol=1e-5)
+  p_both = np.exp(np.asarray(chains.tempered_logprobs(spec(0.5, top_k=3, top_p=0.99), logits)))[0]
+  np.testing.assert_allclose(p_both, np.array([0.16, 0.09, 0.0225, 0, 0, 0]) / 0.2725, rtol=1e-5)
+
+
 @pytest.mark.parametrize("method,k", [("glauber", 1), ("sweep", 2), ("block", 3), ("parallel", 1),
                                       ("nfold", 1)])
 def test_frozen_prefix_and_special_tokens_never_change(exact, method, k):
@@ -203,33 +214,23 @@ def test_block_and_parallel_one_step_marginals(exact):
 _SCRIPT = r"""
 import sys, numpy as np, jax
 from jax.sharding import Mesh
-sys.path.insert(0, sys.argv[3])
-from glauber import chains, nfold
-from glauber_util import tiny_mlm, spec, sequences, C, N
-assert jax.device_count() == int(sys.argv[2])
-mesh = Mesh(np.array(jax.devices()), ("data",))
-model = tiny_mlm()
-x0 = chains.init_state(sequences(np.random.default_rng(2).integers(0, C, (16, N))))
-a, ra = chains.run(jax.random.key(10), model, spec(0.8), x0, 3, 4, mesh=mesh)
-b, rb = nfold.run(jax.random.key(11), model, spec(0.3), x0, 3, 4, mesh=mesh)
-assert len(a.tokens_BL.sharding.device_set) == jax.device_count()
-np.savez(sys.argv[1], plain=np.asarray(ra["tokens_RBN"]), nfold=np.asarray(rb["tokens_RBN"]),
-         steps=np.asarray(b.steps_B))
+sys.path.insert(0, sys.argv[2])
+from glauber_util import device_run
+assert jax.device_count() == 8
+np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
 """
 
 
 def test_one_and_eight_devices_give_identical_chains(tmp_path):
-  outs = []
-  for devices in (1, 8):
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-           "JAX_PLATFORMS": "cpu", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = tmp_path / f"d{devices}.npz"
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(out), str(devices), str(REPO / "tests")],
-                       env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    outs.append(np.load(out))
-  for name in ("plain", "nfold", "steps"):
-    np.testing.assert_array_equal(outs[0][name], outs[1][name])
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+         "JAX_PLATFORMS": "cpu", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+  out = tmp_path / "eight.npz"
+  r = subprocess.run([sys.executable, "-c", _SCRIPT, str(out), str(REPO / "tests")],
+                     env=env, capture_output=True, text=True, timeout=240)
+  assert r.returncode == 0, r.stderr[-3000:]
+  eight, one = np.load(out), device_run()   # this process has one device
+  for name in ("plain", "nfold", "steps", "t"):
+    np.testing.assert_array_equal(one[name], eight[name])
 
 
 def test_bad_inputs_raise_clear_errors(exact):

@@ -86,7 +86,7 @@ def small_config(splade_dir, **kw):
 
 def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_path, monkeypatch):
   res = sample_job.run(small_config(splade_dir), str(tmp_path / "a"))
-  assert res["mode"] == "plain" and res["num_steps"] == 40
+  assert res["mode"] == "plain" and res["num_steps"] == 40  # auto: low stay probability
   lines = [json.loads(l) for l in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
   assert len(lines) == 4 * 9 and lines[0]["step"] == 0 and lines[0]["chain"] == 0
   assert "## Chain 0" in (tmp_path / "a" / "report.md").read_text()
