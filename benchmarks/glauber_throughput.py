@@ -93,8 +93,8 @@ def jax_worker(directory: str, chains_list: list[int], nfold_chains: int) -> dic
   jax.block_until_ready(s.tokens_BL)
   sec = time.perf_counter() - t0
   out["nfold"].update(rejection_free_steps_per_s=B * record / sec,
-                      iterations=int(np.asarray(rec["iterations_R"]).sum()),
-                      jumps=int(np.asarray(rec["changes_RB"]).sum()), seconds=sec)
+                      iterations=int(rec["iterations"]),
+                      jumps=int(np.asarray(rec["changes_B"]).sum()), seconds=sec)
   out["peak_rss_mb"] = peak_rss_mb()
   return out
 

@@ -10,17 +10,19 @@ B*n one-mask sequences and jumps straight to the next step that changes the stat
 
 and the chain's step counter advances by G + 1. The step-indexed trajectory has exactly the law
 of plain Glauber (`chains.run(method="glauber")`). Chains advance different numbers of steps
-per iteration; each runs to the next recording step t_r = (r + 1) * record_every: a holding
-time that would pass t_r stops there with the state unchanged (exact: the chain is Markov and
-the geometric law memoryless), so a snapshot at step t is the state after exactly t steps,
-as in plain mode. The iterations loop until every chain reaches t_r.
+per iteration, each on its own: every recording step t_r = r * record_every that falls in a
+holding time [s, s + G] gets the held state, so a snapshot at step t is the state after
+exactly t steps, as in plain mode. A holding time that would pass the end of the call stops
+there with the state unchanged (exact: the chain is Markov and the geometric law memoryless);
+the iterations loop until every chain reaches the end of the call.
 
 Cost: one iteration is n forward rows against one per plain step, and advances on average
 1/(1 - s) steps; worth it when the median s exceeds about 1 - 1/n (`choose_mode`). Stay
 probabilities within ~1e-6 of 1 are not resolved in float32.
 
 Iteration j uses the key fold_in(key, j) (j = state.t counts iterations here), so resumed and
-sharded runs reproduce bitwise. Different record_every give different (equally exact) draws.
+sharded runs reproduce bitwise. Calls of other lengths (another chunking of the same steps)
+give different, equally exact, draws.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def _safe_logits(logits_BX: jax.Array) -> jax.Array:
 def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: jax.Array,
               target_B: jax.Array):
   """One rejection-free iteration of every chain towards its target step.
-  Returns (tokens_BL, steps_B, stay_B)."""
+  Returns (tokens_BL, steps_B, stay_B, logp_BN) with logp_BN = log p^T(x_i | x_-i) of the
+  state before the iteration."""
   B = tokens_BL.shape[0]
   k_hold, k_site, k_token = jax.random.split(key, 3)
   logp_BNC = all_site_logprobs(model, spec, tokens_BL)
@@ -85,52 +88,56 @@ def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: 
   new_B = spec.candidates_C[kernel.categorical(k_token, _safe_logits(logp_BC))]
   jumped_BL = kernel.write_block(tokens_BL, spec.offset + site_B[:, None], new_B[:, None])
   tokens_BL = jnp.where(jump_B[:, None], jumped_BL, tokens_BL)
-  return tokens_BL, steps_B, 1.0 - leave_B
+  return tokens_BL, steps_B, 1.0 - leave_B, logp_BN
 
 
 @functools.partial(jax.jit, static_argnames=("num_records", "record_every", "record_logprobs",
                                              "sharding"))
 def _run(key, model, spec, state, *, num_records, record_every, record_logprobs, sharding):
+  B, n = state.tokens_BL.shape[0], spec.num_sites
+  due_RB = state.steps_B[None] + record_every * (1 + jnp.arange(num_records))[:, None]
+  end_B = state.steps_B + num_records * record_every
+
   def cond(carry):
-    _, steps_B, _, target_B, _ = carry
-    return jnp.any(steps_B < target_B)
+    return jnp.any(carry[1] < end_B)
 
   def body(carry):
-    tokens_BL, steps_B, t, target_B, jumps_B = carry
-    new_BL, new_steps_B, _ = iteration(kernel.step_key(key, t), model, spec, tokens_BL, steps_B,
-                                       target_B)
+    tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B = carry
+    new_BL, new_steps_B, _, logp_BN = iteration(kernel.step_key(key, t), model, spec, tokens_BL,
+                                                steps_B, end_B)
+    # Snapshots due at steps s..s+G (the held state), all before the end of the call.
+    held_RB = (due_RB >= steps_B[None]) & (due_RB < new_steps_B[None])
+    rec_RBN = jnp.where(held_RB[..., None], spec.free(tokens_BL)[None], rec_RBN)
+    logp_RBN = jnp.where(held_RB[..., None], logp_BN[None], logp_RBN)
     jumps_B = jumps_B + jnp.any(new_BL != tokens_BL, axis=-1).astype(jnp.int32)
-    return (constrain(new_BL, sharding), constrain(new_steps_B, sharding), t + 1, target_B,
-            jumps_B)
+    return (constrain(new_BL, sharding), constrain(new_steps_B, sharding), t + 1, rec_RBN,
+            logp_RBN, jumps_B)
 
-  def one_record(carry, _):
-    tokens_BL, steps_B, t = carry
-    target_B = steps_B + record_every
-    tokens_BL, steps_B, t_end, _, jumps_B = jax.lax.while_loop(
-        cond, body, (tokens_BL, steps_B, t, target_B, jnp.zeros_like(steps_B)))
-    out = {"tokens_BN": spec.free(tokens_BL), "iterations": t_end - t, "changes_BN": jumps_B}
+  rec0_RBN = jnp.zeros((num_records, B, n), state.tokens_BL.dtype)
+  init = (constrain(state.tokens_BL, sharding), constrain(state.steps_B, sharding), state.t,
+          rec0_RBN, jnp.zeros((num_records, B, n), jnp.float32), jnp.zeros_like(state.steps_B))
+  tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B = jax.lax.while_loop(cond, body, init)
+  if num_records:   # the snapshot at the end of the call is the final state
+    rec_RBN = rec_RBN.at[-1].set(spec.free(tokens_BL))
     if record_logprobs:
-      out["logp_BN"] = current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL))
-    return (tokens_BL, steps_B, t_end), out
-
-  init = (constrain(state.tokens_BL, sharding), constrain(state.steps_B, sharding), state.t)
-  (tokens_BL, steps_B, t), rec = jax.lax.scan(one_record, init, None, length=num_records)
-  return ChainState(tokens_BL, steps_B, t), rec
+      logp_RBN = logp_RBN.at[-1].set(
+          current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL)))
+  out = {"tokens_RBN": rec_RBN, "iterations": t - state.t, "changes_B": jumps_B}
+  if record_logprobs:
+    out["logp_RBN"] = logp_RBN
+  return ChainState(tokens_BL, steps_B, t), out
 
 
 def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
         record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None):
-  """Rejection-free twin of `chains.run(method="glauber")`: the same records (states after
-  every record_every steps of each chain), plus records["iterations_R"] (iterations spent on
-  each record) and records["changes_RB"] (jumps of each chain in it)."""
+  """Rejection-free twin of `chains.run(method="glauber")`: the same records (the states after
+  every record_every steps of each chain), plus records["iterations"] (iterations spent) and
+  records["changes_B"] (jumps of each chain). Chains run unsynchronised until the end of the
+  call (snapshots that fall inside a holding time are the held state), so a call of many
+  records costs about max_b(jumps_b) iterations, not one per record."""
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
                      f"{record_every}")
   model, state = place(model, state, mesh)
-  state, rec = _run(key, model, spec, state, num_records=num_records, record_every=record_every,
-                    record_logprobs=record_logprobs, sharding=chain_sharding(mesh))
-  out = {"tokens_RBN": rec["tokens_BN"], "iterations_R": rec["iterations"],
-         "changes_RB": rec["changes_BN"]}
-  if record_logprobs:
-    out["logp_RBN"] = rec["logp_BN"]
-  return state, out
+  return _run(key, model, spec, state, num_records=num_records, record_every=record_every,
+              record_logprobs=record_logprobs, sharding=chain_sharding(mesh))
