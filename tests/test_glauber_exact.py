@@ -221,8 +221,8 @@ def test_recorded_logprobs_are_those_of_the_recorded_tokens(exact, mode):
 
 
 def test_block_and_parallel_one_step_marginals(exact):
-  """Parallel: every site redrawn from p_i(. | x0_-i); one-site marginals match the exact
-  conditionals."""
+  """Parallel: every site redrawn from p_i(. | x0_-i), the exact single-site conditionals.
+  Block with k sites: each drawn from its marginal with all k masked, which differs."""
   model, cond_SNC, _, _ = exact
   x_index = state_index(CANDIDATES[X0])[0]
   _, rec = chains.run(jax.random.key(9), model, spec(), start(), 1, 1, method="parallel")
@@ -230,6 +230,20 @@ def test_block_and_parallel_one_step_marginals(exact):
   for i in range(N):
     freq = np.bincount(tokens_BN[:, i], minlength=C) / B
     assert tv(freq, cond_SNC[x_index, i]) <= 0.02
+  # Block with k = n: all sites masked at once, each drawn from its all-masked marginal.
+  import glauber.models as gm
+  masked = sequences(X0)
+  masked[:, OFFSET:OFFSET + N] = MASK
+  logits = np.asarray(gm.masked_logits(model, jnp.asarray(masked),
+                                       jnp.asarray(OFFSET + np.arange(N)[None])), np.float64)[0]
+  z = logits[:, CANDIDATES]
+  marg_NC = np.exp(z - z.max(-1, keepdims=True))
+  marg_NC /= marg_NC.sum(-1, keepdims=True)
+  _, rec = chains.run(jax.random.key(13), model, spec(), start(), 1, 1, method="block", k=N)
+  tokens_BN = np.asarray(rec["tokens_RBN"][0]) - CANDIDATES[0]
+  for i in range(N):
+    assert tv(np.bincount(tokens_BN[:, i], minlength=C) / B, marg_NC[i]) <= 0.02
+  assert max(tv(marg_NC[i], cond_SNC[x_index, i]) for i in range(N)) > 0.05   # not Gibbs
 
 
 _SCRIPT = r"""
