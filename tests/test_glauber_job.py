@@ -140,3 +140,14 @@ def test_job_rejects_bad_inputs(splade_dir, tmp_path):
     sample_job.run(small_config(splade_dir, num_sites=600), str(tmp_path / "z"))
   with pytest.raises(ValueError, match="mode="):
     sample_job.run(small_config(splade_dir, mode="fast"), str(tmp_path / "w"))
+
+
+def test_coupling_job_reports_every_cell(splade_dir, tmp_path):
+  from configs.glauber_coupling import get_config
+  from glauber import coupling_job
+  c = get_config()
+  c.model, c.num_sites, c.temperatures, c.num_pairs, c.num_steps, c.record_every = (
+      str(splade_dir), [3], [0.5, 50.0], 4, 40, 10)
+  res = coupling_job.run(c, str(tmp_path))
+  assert len(res["rows"]) == 2 and (tmp_path / "coupling_time.png").exists()
+  assert res["rows"][1]["fraction coupled"] >= res["rows"][0]["fraction coupled"]
