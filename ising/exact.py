@@ -7,8 +7,6 @@ the exact law of hitting times. States are indexed as in `ising.model.all_states
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ising.model import Ising, all_states, blocks, check_enumerable, exact_distribution, numpy_params
@@ -115,10 +113,6 @@ def hitting_time_survival(P: np.ndarray, start: np.ndarray, target: np.ndarray,
     v = v @ Q
     out[t] = v.sum()
   return out
-
-
-def num_blocks(n: int, k: int) -> int:
-  return math.comb(n, k)
 
 
 __all__ = [
