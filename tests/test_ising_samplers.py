@@ -191,3 +191,14 @@ def test_bad_model_and_chain_inputs_raise_clear_errors():
     samplers.sample(jax.random.key(0), model, np.ones((2, 5), np.int8), 3)
   with pytest.raises(ValueError, match="clique_size"):
     clique_model(4, 5, 1.0, 0.0)
+
+
+def test_unrolled_threefry_is_bitwise_jax_threefry():
+  from jax.extend.random import threefry_2x32
+
+  from glauber import kernel
+  for seed, size in [(0, 1), (42, 1001), (7, 65536)]:
+    key = jax.random.key(seed)
+    half = (size + 1) // 2
+    ref = threefry_2x32(jax.random.key_data(key), jnp.arange(2 * half, dtype=jnp.uint32))[:size]
+    np.testing.assert_array_equal(np.asarray(kernel.random_words(key, (size,))), np.asarray(ref))
