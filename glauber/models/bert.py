@@ -20,6 +20,14 @@ from glauber.models._checkpoint import Tensors
 
 Array = jax.Array
 
+# LoRA targets: the projection name -> (kernel attribute, number of input axes of the kernel).
+LORA_TARGETS = {"q": ("q_DNH", 1), "k": ("k_DNH", 1), "v": ("v_DNH", 1), "o": ("o_NHD", 2),
+                "up": ("up_DF", 1), "down": ("down_FD", 1)}
+
+
+class LoRA(nnx.Variable):
+  """A low-rank adapter factor (kept apart from nnx.Param so the base weights can stay frozen)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
@@ -73,20 +81,54 @@ class BertLayer(nnx.Module):
     self.up_DF, self.up_bias_F = _layers.param(rngs, (D, F), pd), _layers.zeros((F,), pd)
     self.down_FD, self.down_bias_D = _layers.param(rngs, (F, D), pd), _layers.zeros((D,), pd)
     self.mlp_norm_scale_D, self.mlp_norm_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
+    self.lora = nnx.data(None)  # {name: {"a": LoRA[in, R], "b": LoRA[R, out]}} after `add_lora`
+    self.lora_scale = 1.0
+
+  def add_lora(self, rank: int, alpha: float, targets, rngs: nnx.Rngs) -> None:
+    """Low-rank adapters W + (alpha / rank) A B on the named projections; B starts at zero."""
+    adapters = {}
+    for name in targets:
+      kernel = getattr(self, LORA_TARGETS[name][0])
+      n_in = LORA_TARGETS[name][1]
+      fan_in, fan_out = math.prod(kernel.shape[:n_in]), math.prod(kernel.shape[n_in:])
+      a = jax.random.normal(rngs.params(), (fan_in, rank), jnp.float32) / math.sqrt(fan_in)
+      adapters[name] = nnx.Dict(a=LoRA(a), b=LoRA(jnp.zeros((rank, fan_out), jnp.float32)))
+    self.lora = nnx.data(nnx.Dict(adapters))
+    self.lora_scale = alpha / rank
+
+  def merge_lora(self) -> None:
+    """Folds the adapters into the base kernels (then the layer is a plain BERT layer again)."""
+    for name, ab in (self.lora or {}).items():
+      kernel = getattr(self, LORA_TARGETS[name][0])
+      delta = self.lora_scale * (ab["a"][...] @ ab["b"][...])
+      kernel[...] = (kernel[...].astype(jnp.float32) + delta.reshape(kernel.shape)).astype(
+        kernel[...].dtype)
+    self.lora = nnx.data(None)
+
+  def _proj(self, name: str, spec: str, x: Array, kernel: nnx.Param) -> Array:
+    dt = self.c.dtype
+    y = jnp.einsum(spec, x, kernel[...].astype(dt))
+    if self.lora is not None and name in self.lora:
+      ab = self.lora[name]
+      x_BLI = x.reshape(*x.shape[:2], -1)
+      r_BLR = jnp.einsum("BLI,IR->BLR", x_BLI, ab["a"][...].astype(dt))
+      d_BLO = jnp.einsum("BLR,RO->BLO", r_BLR, (self.lora_scale * ab["b"][...]).astype(dt))
+      y = y + d_BLO.reshape(y.shape)
+    return y
 
   def __call__(self, x_BLD: Array, keep_BLS: Array) -> Array:
     c, dt = self.c, self.c.dtype
     w = lambda p: p[...].astype(dt)
-    q_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, w(self.q_DNH)) + w(self.q_bias_NH)
-    k_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, w(self.k_DNH)) + w(self.k_bias_NH)
-    v_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, w(self.v_DNH)) + w(self.v_bias_NH)
+    q_BLNH = self._proj("q", "BLD,DNH->BLNH", x_BLD, self.q_DNH) + w(self.q_bias_NH)
+    k_BLNH = self._proj("k", "BLD,DNH->BLNH", x_BLD, self.k_DNH) + w(self.k_bias_NH)
+    v_BLNH = self._proj("v", "BLD,DNH->BLNH", x_BLD, self.v_DNH) + w(self.v_bias_NH)
     a_BLNH = _layers.attention(q_BLNH, k_BLNH, v_BLNH, keep_BLS)
-    a_BLD = jnp.einsum("BLNH,NHD->BLD", a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
+    a_BLD = self._proj("o", "BLNH,NHD->BLD", a_BLNH, self.o_NHD) + w(self.o_bias_D)
     x_BLD = _layers.layer_norm(x_BLD + a_BLD, self.attn_norm_scale_D, self.attn_norm_bias_D,
                                c.layer_norm_eps)
     h_BLF = _layers.activation(c.hidden_act)(
-      jnp.einsum("BLD,DF->BLF", x_BLD, w(self.up_DF)) + w(self.up_bias_F))
-    m_BLD = jnp.einsum("BLF,FD->BLD", h_BLF, w(self.down_FD)) + w(self.down_bias_D)
+      self._proj("up", "BLD,DF->BLF", x_BLD, self.up_DF) + w(self.up_bias_F))
+    m_BLD = self._proj("down", "BLF,FD->BLD", h_BLF, self.down_FD) + w(self.down_bias_D)
     return _layers.layer_norm(x_BLD + m_BLD, self.mlp_norm_scale_D, self.mlp_norm_bias_D,
                               c.layer_norm_eps)
 
@@ -162,6 +204,21 @@ class Bert(nnx.Module):
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.mlm_logits(self.encode(tokens_BL, attention_mask_BL))
+
+  def add_lora(self, rank: int, alpha: float = 0.0, targets=tuple(LORA_TARGETS),
+               seed: int = 0) -> None:
+    """LoRA adapters (Hu et al. 2021) on every layer's projections; alpha defaults to rank."""
+    unknown = sorted(set(targets) - set(LORA_TARGETS))
+    if unknown or rank < 1:
+      raise ValueError(f"LoRA needs rank >= 1 (got {rank}) and targets among "
+                       f"{sorted(LORA_TARGETS)} (unknown: {unknown}).")
+    rngs = nnx.Rngs(seed)
+    for layer in self.layers:
+      layer.add_lora(rank, alpha or float(rank), targets, rngs)
+
+  def merge_lora(self) -> None:
+    for layer in self.layers:
+      layer.merge_lora()
 
 
 @dataclasses.dataclass(frozen=True)
