@@ -37,6 +37,44 @@ def read_lines(path: str, min_chars: int) -> list[str]:
     return [line.strip() for line in f if len(line.strip()) >= min_chars]
 
 
+def pack_sentences(tokenizer, documents: list[list[str]], seq_len: int) -> list[str]:
+  """Consecutive sentences of each document joined greedily into texts of <= seq_len tokens."""
+  texts = []
+  for doc in documents:
+    lengths = [len(ids) for ids in tokenizer(doc, add_special_tokens=False)["input_ids"]]
+    current, used = [], 0
+    for sentence, n in zip(doc, lengths):
+      if current and used + n > seq_len - 2:
+        texts.append(" ".join(current))
+        current, used = [], 0
+      current.append(sentence)
+      used += n
+    if current:
+      texts.append(" ".join(current))
+  return texts
+
+
+def training_texts(config, tokenizer) -> tuple[list[str], list[str]]:
+  """(train, eval) texts: lines of config.data.path, or the offline English corpus."""
+  if config.data.path == "english":
+    from glauber import english
+    docs = english.corpus("train")
+    n_eval = max(1, int(len(docs) * config.data.eval_fraction))  # validation docs, not held-out
+    rng = np.random.default_rng(1234)
+    order = rng.permutation(len(docs))
+    train_docs = [docs[i] for i in sorted(order[n_eval:])]
+    eval_lines = [s for i in sorted(order[:n_eval]) for s in docs[i]]
+    return pack_sentences(tokenizer, train_docs, config.seq_len), eval_lines
+  lines = read_lines(config.data.path, config.data.min_chars)
+  if config.data.max_lines:
+    lines = lines[:config.data.max_lines]
+  n_eval = max(int(len(lines) * config.data.eval_fraction), config.batch_size)
+  if len(lines) < n_eval + config.batch_size:
+    raise ValueError(f"{config.data.path} has {len(lines)} usable lines; need at least "
+                     f"{n_eval + config.batch_size} for batch_size={config.batch_size}.")
+  return lines[:-n_eval], lines[-n_eval:]
+
+
 def tokenize(tokenizer, lines: list[str], seq_len: int) -> tuple[np.ndarray, np.ndarray]:
   enc = tokenizer(lines, truncation=True, max_length=seq_len, padding="max_length",
                   return_tensors="np")
@@ -95,9 +133,25 @@ def load_for_training(config) -> tuple[bert.Bert, Any]:
                      "fine-tuning supports BERT/RoBERTa checkpoints.")
   if model.head is None:
     model = with_new_head(model, config.seed)
+  if config.get("lora_rank", 0):
+    model.add_lora(config.lora_rank, config.get("lora_alpha", 0.0), seed=config.seed)
   if tokenizer is None or tokenizer.mask_token_id is None:
     raise ValueError(f"config.model={config.model!r} ships no tokenizer with a mask token.")
   return model, tokenizer
+
+
+def trainable(config):
+  """What the optimizer updates: every Param, or (LoRA) adapters + head + biases and norms."""
+  if not config.get("lora_rank", 0):
+    return nnx.Param
+
+  def lora_filter(path, value) -> bool:
+    if isinstance(value, bert.LoRA):
+      return True
+    name = str(path[-1])
+    return isinstance(value, nnx.Param) and (
+      "head" in path or "bias" in name or "norm" in name) and name != "word_VD"
+  return lora_filter
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
@@ -115,11 +169,11 @@ def _checkpoint_manager(workdir: pathlib.Path, config):
     options=ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=config.checkpoint_every))
 
 
-@nnx.jit(static_argnums=(5, 6))
+@nnx.jit(static_argnums=(5, 6, 8))
 def train_step(model, optimizer: nnx.Optimizer, tokens_BL: Array, attention_mask_BL: Array,
-               key: Array, k: int, mask_id: int, special_ids: Array):
-  """One AdamW step on the k-PL loss; updates model and optimizer in place."""
-  (loss, aux), grads = nnx.value_and_grad(kpl_loss, has_aux=True)(
+               key: Array, k: int, mask_id: int, special_ids: Array, wrt=nnx.Param):
+  """One AdamW step on the k-PL loss (gradients only for `wrt`); updates in place."""
+  (loss, aux), grads = nnx.value_and_grad(kpl_loss, has_aux=True, argnums=nnx.DiffState(0, wrt))(
     model, tokens_BL, attention_mask_BL, key, k, mask_id, special_ids)
   optimizer.update(model, grads)
   return loss, aux
@@ -150,23 +204,19 @@ def train(config, workdir: str) -> dict[str, float]:
   special_ids = jnp.asarray(sorted(set(tokenizer.all_special_ids)), jnp.int32)
   mask_id = int(tokenizer.mask_token_id)
 
-  lines = read_lines(config.data.path, config.data.min_chars)
-  if config.data.max_lines:
-    lines = lines[:config.data.max_lines]
-  n_eval = max(int(len(lines) * config.data.eval_fraction), config.batch_size)
-  if len(lines) < n_eval + config.batch_size:
-    raise ValueError(f"{config.data.path} has {len(lines)} usable lines; need at least "
-                     f"{n_eval + config.batch_size} for batch_size={config.batch_size}.")
-  train_tokens, train_mask = tokenize(tokenizer, lines[:-n_eval], config.seq_len)
-  eval_tokens, eval_mask = tokenize(tokenizer, lines[-n_eval:], config.seq_len)
+  train_lines, eval_lines = training_texts(config, tokenizer)
+  train_tokens, train_mask = tokenize(tokenizer, train_lines, config.seq_len)
+  eval_tokens, eval_mask = tokenize(tokenizer, eval_lines, config.seq_len)
 
-  optimizer = nnx.Optimizer(model, make_optimizer(config), wrt=nnx.Param)
+  wrt = trainable(config)
+  optimizer = nnx.Optimizer(model, make_optimizer(config), wrt=wrt)
   manager = _checkpoint_manager(workdir, config)
   start = 0
   if manager.latest_step() is not None:  # resume a killed run
     import orbax.checkpoint as ocp
     start = manager.latest_step()
-    abstract = {"model": nnx.state(model, nnx.Param), "opt": nnx.state(optimizer)}
+    abstract = {"model": nnx.state(model, nnx.Any(nnx.Param, bert.LoRA)),
+                "opt": nnx.state(optimizer)}
     restored = manager.restore(start, args=ocp.args.StandardRestore(abstract))
     nnx.update(model, restored["model"])
     nnx.update(optimizer, restored["opt"])
@@ -177,18 +227,27 @@ def train(config, workdir: str) -> dict[str, float]:
                           for _ in range(config.num_steps * config.batch_size // len(train_tokens) + 1)])
   metrics_file = open(workdir / "metrics.jsonl", "a")
   t0 = time.time()
-  for step in range(start, config.num_steps):
+  from tqdm import tqdm
+  bar = tqdm(range(start, config.num_steps), initial=start, total=config.num_steps,
+             desc="MLM training", unit="step", smoothing=0.05)
+  eval_every = config.get("eval_every", 0)
+  for step in bar:
     idx = order[step * config.batch_size:(step + 1) * config.batch_size]
     loss, aux = train_step(model, optimizer, train_tokens[idx], train_mask[idx],
-                           jax.random.fold_in(key, step), config.k, mask_id, special_ids)
+                           jax.random.fold_in(key, step), config.k, mask_id, special_ids, wrt)
     if (step + 1) % config.log_every == 0 or step + 1 == config.num_steps:
       row = {"step": step + 1, "loss": float(loss), "accuracy": float(aux["accuracy"]),
              "seconds": time.time() - t0}
+      if eval_every and (step + 1) % eval_every == 0:
+        row.update(evaluate(model, eval_tokens, eval_mask, jax.random.key(12345), 1, mask_id,
+                            special_ids, config.batch_size))
+        bar.set_postfix(loss=f"{row['loss']:.2f}", val_acc=f"{row['eval_accuracy']:.3f}")
       metrics_file.write(json.dumps(row) + "\n")
       metrics_file.flush()
     if (step + 1) % config.checkpoint_every == 0:
       import orbax.checkpoint as ocp
-      state = {"model": nnx.state(model, nnx.Param), "opt": nnx.state(optimizer)}
+      state = {"model": nnx.state(model, nnx.Any(nnx.Param, bert.LoRA)),
+               "opt": nnx.state(optimizer)}
       manager.save(step + 1, args=ocp.args.StandardSave(state))
   manager.wait_until_finished()
   metrics_file.close()
@@ -196,13 +255,19 @@ def train(config, workdir: str) -> dict[str, float]:
   results = evaluate(model, eval_tokens, eval_mask, jax.random.key(12345), 1, mask_id,
                      special_ids, config.batch_size)
   results.update(steps=config.num_steps, k=config.k, train_seconds=time.time() - t0)
+  if config.get("lora_rank", 0):
+    from glauber.models import delta
+    delta.save_delta(model, workdir / "delta", base=config.model, trainable=wrt)
+    model.merge_lora()
   bert.save_pretrained(model, workdir / "model", tokenizer)
   (workdir / "results.json").write_text(json.dumps(results, indent=2))
+  lora = (f"LoRA rank {config.lora_rank} on every projection (+ head, biases, norms); delta "
+          f"`{workdir / 'delta'}`.\n\n" if config.get("lora_rank", 0) else "")
   (workdir / "report.md").write_text(
     f"# MLM fine-tuning of {config.model}\n\n"
     f"k = {config.k} masked positions per sequence, {config.num_steps} steps of batch "
-    f"{config.batch_size} x {config.seq_len} tokens on {config.data.path}.\n\n"
-    f"Held-out (k = 1): loss {results['eval_loss']:.3f} nats, top-1 accuracy "
+    f"{config.batch_size} x {config.seq_len} tokens on {config.data.path}.\n\n{lora}"
+    f"Validation (k = 1): loss {results['eval_loss']:.3f} nats, top-1 accuracy "
     f"{100 * results['eval_accuracy']:.1f}% over {int(results['eval_masked'])} masked tokens.\n\n"
     f"Model: `{workdir / 'model'}` (load with `glauber.models.load`).\n")
   return results
