@@ -71,6 +71,9 @@ def load_model(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtyp
                allow_pickle: bool = False, cache_dir: str | None = None,
                revision: str | None = None) -> nnx.Module:
   """Only the model: see `load`."""
+  if str(name_or_path) == "default":
+    from glauber.models import default
+    return default.load_default(dtype=dtype)[0]
   path = resolve(name_or_path, cache_dir=cache_dir, revision=revision)
   gguf_file = _gguf_file(path)
   if gguf_file is not None:
@@ -86,6 +89,9 @@ def load_model(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtyp
 def load_tokenizer(name_or_path: str | os.PathLike, *, cache_dir: str | None = None,
                    revision: str | None = None):
   """The checkpoint's tokenizer (transformers AutoTokenizer), or None if it ships none."""
+  if str(name_or_path) == "default":
+    from glauber.models import default
+    name_or_path = default.minilm_dir()
   path = resolve(name_or_path, cache_dir=cache_dir, revision=revision)
   from transformers import AutoTokenizer  # Imported here: the models themselves do not need it.
   gguf_file = _gguf_file(path)
@@ -98,13 +104,19 @@ def load_tokenizer(name_or_path: str | os.PathLike, *, cache_dir: str | None = N
 
 def load(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtype=jnp.float32,
          allow_pickle: bool = False, cache_dir: str | None = None, revision: str | None = None):
-  """(model, tokenizer) from a local checkpoint directory, a .gguf file or a hub id.
+  """(model, tokenizer) from a local checkpoint directory, a .gguf file, a hub id, or "default".
+
+  "default" is the embedded English MLM: all-MiniLM-L6-v2 + a shipped LoRA/head delta
+  (glauber/models/default.py).
 
   A hub id is looked up with huggingface_hub (only the local cache when HF_HUB_OFFLINE=1).
   dtype: compute dtype (float32, or bfloat16 for speed); param_dtype: stored weights.
   allow_pickle: also read a `pytorch_model.bin` (needs torch). The tokenizer is None when the
   checkpoint has no tokenizer files.
   """
+  if str(name_or_path) == "default":  # the embedded English MLM (glauber/models/default.py)
+    from glauber.models import default
+    return default.load_default(dtype=dtype)
   model = load_model(name_or_path, dtype=dtype, param_dtype=param_dtype,
                      allow_pickle=allow_pickle, cache_dir=cache_dir, revision=revision)
   return model, load_tokenizer(name_or_path, cache_dir=cache_dir, revision=revision)
