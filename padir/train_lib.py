@@ -132,7 +132,9 @@ def evaluate_translation(model, source, tok, config) -> dict[str, Any]:
   references = [r["target"].decode() for r in records]
   hypotheses = evaluate.translate(model, tok, sources, jax.random.key(config.seed),
                                   batch_size=c.batch_size, num_steps=c.num_steps,
-                                  num_lengths=c.num_lengths, remask_stutter=c.remask_stutter)
+                                  num_lengths=c.num_lengths, remask_stutter=c.remask_stutter,
+                                  beam_size=c.get("beam_size", 1),
+                                  length_penalty=c.get("length_penalty", 0.6))
   score, signature = evaluate.bleu(hypotheses, references, config.data.target_lang)
   return {"valid_bleu": score, "bleu_signature": signature,
           "valid_stutter": evaluate.stutter_rate(hypotheses, references),
