@@ -6,7 +6,8 @@ parallel decoder passes; an AR decoder on the same backbone is the baseline.
 Modules: bible (offline en-es corpus), data (local corpora -> tfds -> grain), tokenizer
 (SentencePiece with fixed special ids), model (flax.nnx Transformer), losses (noising rule,
 multi-stage loss), decode (refinement, greedy and beam AR), evaluate (SacreBLEU, stutter),
-train_lib.
+sharding (device mesh, logical axis rules / FSDP), train_lib (training, multi-host), distill
+(sequence-level distillation from the AR baseline).
 """
 
 from padir.data import CorpusError, LocalParallelCorpus, local_data_sources, make_dataset
