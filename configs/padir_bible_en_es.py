@@ -33,6 +33,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.tfds_data_dir = ""  # default: CORPUS_DIR/tfds
   config.data.max_source_length = 64  # tokens incl. EOS; longer pairs are dropped (~3%)
   config.data.max_target_length = 64
+  # () pads every batch to the maximum lengths. E.g. (16, 32, 48): each batch holds pairs whose
+  # longer side falls in one bucket and is padded to its boundary (one compilation per bucket).
+  config.data.bucket_boundaries = ()
 
   config.model = ml_collections.ConfigDict()
   config.model.decoder = "nar"  # "nar" (PaDIR) or "ar" (baseline)
@@ -66,10 +69,22 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.keep_checkpoints = 3
   config.train.progress_bar = True
 
+  # Device mesh (padir.sharding): data=0 runs on one device; data=-1 uses all devices that the
+  # model axis leaves. params: "logical" (axis rules: vocab/heads/mlp over "model") or "fsdp".
+  config.mesh = ml_collections.ConfigDict()
+  config.mesh.data = 0
+  config.mesh.model = 1
+  config.mesh.params = "logical"
+  # "auto": jax.distributed.initialize() when the environment describes several processes
+  # (JAX_COORDINATOR_ADDRESS, SLURM or Open MPI with >1 task); "on": always; "off": never.
+  config.distributed = "auto"
+
   config.decode = ml_collections.ConfigDict()
   config.decode.num_examples = 256  # valid pairs translated for BLEU at each evaluation
   config.decode.batch_size = 32
   config.decode.num_steps = 4  # refinement steps T
   config.decode.num_lengths = 3  # length beam B_l
   config.decode.remask_stutter = True
+  config.decode.beam_size = 1  # AR baseline only: 1 = greedy; the paper's AR baselines use 5
+  config.decode.length_penalty = 0.6  # AR beam search: score / ((5 + n) / 6) ** length_penalty
   return config

@@ -5,11 +5,13 @@ parallel decoder passes; an AR decoder on the same backbone is the baseline.
 
 Modules: bible (offline en-es corpus), data (local corpora -> tfds -> grain), tokenizer
 (SentencePiece with fixed special ids), model (flax.nnx Transformer), losses (noising rule,
-multi-stage loss), decode (refinement, greedy AR), evaluate (SacreBLEU, stutter), train_lib.
+multi-stage loss), decode (refinement, greedy and beam AR), evaluate (SacreBLEU, stutter),
+sharding (device mesh, logical axis rules / FSDP), train_lib (training, multi-host), distill
+(sequence-level distillation from the AR baseline).
 """
 
 from padir.data import CorpusError, LocalParallelCorpus, local_data_sources, make_dataset
-from padir.decode import drop_stutter, greedy_ar, refine
+from padir.decode import beam_search, drop_stutter, greedy_ar, refine
 from padir.evaluate import bleu, stutter_rate, translate
 from padir.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
 from padir.model import ModelConfig, Transformer
@@ -17,7 +19,7 @@ from padir.tokenizer import Tokenizer, train_tokenizer
 
 __all__ = [
     "CorpusError", "LocalParallelCorpus", "local_data_sources", "make_dataset",
-    "drop_stutter", "greedy_ar", "refine",
+    "beam_search", "drop_stutter", "greedy_ar", "refine",
     "bleu", "stutter_rate", "translate",
     "ar_loss", "initial_hypothesis", "multi_stage_loss", "padir_loss",
     "ModelConfig", "Transformer",

@@ -6,7 +6,10 @@ A local corpus is a directory with, per split (train / valid / test), either
 `LocalParallelCorpus` (a tfds GeneratorBasedBuilder) validates it and writes array_record files;
 `make_dataset` reads them back with `tfds.data_source`, tokenizes, drops pairs longer than the
 configured maximum (and says how many), shuffles with a seed and pads every batch to the maximum
-lengths (static shapes: one compilation).
+lengths (static shapes: one compilation), or, with `bucket_boundaries`, batches pairs of similar
+length and pads each batch only to its bucket's boundary (one compilation per bucket).
+With several processes (multi-host), each reads its rows of every global batch (`shard_index`,
+`shard_count`); the processes' rows of one step together form the same global batch.
 
 WMT (the paper's data, needs internet and tensorflow-datasets' downloads; not run here):
     import tensorflow_datasets as tfds
@@ -184,17 +187,38 @@ def _encode_pair(record: Mapping[str, Any], tok: tokenizer_lib.Tokenizer,
           tok.encode(_text(record[keys[1]])) + [tokenizer_lib.EOS_ID])
 
 
-def filter_by_length(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer,
-                     max_source_length: int, max_target_length: int,
-                     keys: tuple[str, str] = ("source", "target")) -> tuple[np.ndarray, FilterReport]:
-  """Indices of the pairs that fit (lengths count the EOS), after one tokenization pass."""
-  kept = []
+def token_lengths(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer,
+                  keys: tuple[str, str] = ("source", "target")) -> np.ndarray:
+  """[N, 2]: source and target lengths in tokens, EOS included (one tokenization pass)."""
+  lengths = np.zeros((len(source), 2), np.int64)
   for i in range(len(source)):
     src_ids, tgt_ids = _encode_pair(source[i], tok, keys)
-    if len(src_ids) <= max_source_length and len(tgt_ids) <= max_target_length:
-      kept.append(i)
+    lengths[i] = len(src_ids), len(tgt_ids)
+  return lengths
+
+
+def filter_by_length(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer,
+                     max_source_length: int, max_target_length: int,
+                     keys: tuple[str, str] = ("source", "target"),
+                     lengths: np.ndarray | None = None) -> tuple[np.ndarray, FilterReport]:
+  """Indices of the pairs that fit (lengths count the EOS)."""
+  if lengths is None:
+    lengths = token_lengths(source, tok, keys)
+  fits = (lengths[:, 0] <= max_source_length) & (lengths[:, 1] <= max_target_length)
+  kept = np.flatnonzero(fits).astype(np.int64)
   report = FilterReport(total=len(source), kept=len(kept), too_long=len(source) - len(kept))
-  return np.asarray(kept, np.int64), report
+  return kept, report
+
+
+def _encode_padded(source, tok: tokenizer_lib.Tokenizer, keys: tuple[str, str], index: int,
+                   lengths: tuple[int, int]) -> dict[str, np.ndarray]:
+  out = {}
+  for name, ids, max_len in zip(("inputs", "targets"), _encode_pair(source[int(index)], tok, keys),
+                                lengths):
+    padded = np.full((max_len,), tokenizer_lib.PAD_ID, np.int32)
+    padded[:len(ids)] = ids
+    out[name] = padded
+  return out
 
 
 class _Encode(grain.transforms.Map):
@@ -205,26 +229,86 @@ class _Encode(grain.transforms.Map):
     self.max_lengths = (max_source_length, max_target_length)
 
   def map(self, index: int) -> dict[str, np.ndarray]:
-    out = {}
-    for name, ids, max_len in zip(("inputs", "targets"),
-                                  _encode_pair(self.source[int(index)], self.tok, self.keys),
-                                  self.max_lengths):
-      padded = np.full((max_len,), tokenizer_lib.PAD_ID, np.int32)
-      padded[:len(ids)] = ids
-      out[name] = padded
-    return out
+    return _encode_padded(self.source, self.tok, self.keys, index, self.max_lengths)
+
+
+def bucket_batches(bucket_B: np.ndarray, batch_size: int, *, seed: int, epoch: int,
+                   shuffle: bool = True, drop_remainder: bool = True) -> list[np.ndarray]:
+  """One epoch's batches: positions into bucket_B, each batch from one bucket.
+
+  Within each bucket the examples are permuted and cut into batches; the batches of all buckets
+  are then permuted together. Both permutations come from a generator seeded by (seed, epoch).
+  With drop_remainder, each bucket's last partial batch is left out of the epoch (at most
+  batch_size - 1 examples per bucket, a different choice every epoch).
+  """
+  rng = np.random.default_rng([seed, epoch])
+  batches = []
+  for b in np.unique(bucket_B):
+    members = np.flatnonzero(bucket_B == b)
+    if shuffle:
+      members = rng.permutation(members)
+    stop = len(members) - len(members) % batch_size if drop_remainder else len(members)
+    batches += [members[i:i + batch_size] for i in range(0, stop, batch_size)]
+  if shuffle:
+    batches = [batches[i] for i in rng.permutation(len(batches))]
+  return batches
+
+
+class _BucketedBatch(grain.transforms.MapWithIndex):
+  """Global batch number i -> this process's rows of batch i % n of epoch i // n, padded to
+  the bucket boundary."""
+
+  def __init__(self, source, tok, keys, indices, bucket_of, boundaries, max_lengths, *,
+               batch_size, shard_index, shard_count, seed, shuffle, drop_remainder):
+    self.source, self.tok, self.keys = source, tok, keys
+    self.indices, self.bucket_of, self.boundaries = indices, bucket_of, boundaries
+    self.max_lengths = max_lengths
+    self.batch_size, self.shard_index, self.shard_count = batch_size, shard_index, shard_count
+    self.plan_args = dict(seed=seed, shuffle=shuffle, drop_remainder=drop_remainder)
+    self.num_batches = len(self.plan(0))
+    self._cached = (0, self.plan(0))
+
+  def plan(self, epoch: int) -> list[np.ndarray]:
+    return bucket_batches(self.bucket_of, self.batch_size * self.shard_count, epoch=epoch,
+                          **self.plan_args)
+
+  def map_with_index(self, i: int, _) -> dict[str, np.ndarray]:
+    epoch, j = divmod(i, self.num_batches)
+    if self._cached[0] != epoch:
+      self._cached = (epoch, self.plan(epoch))
+    rows = self._cached[1][j]
+    bound = int(self.boundaries[self.bucket_of[rows[0]]])
+    lengths = (min(bound, self.max_lengths[0]), min(bound, self.max_lengths[1]))
+    mine = rows[self.shard_index * self.batch_size:(self.shard_index + 1) * self.batch_size]
+    examples = [_encode_padded(self.source, self.tok, self.keys, self.indices[r], lengths)
+                for r in mine]
+    return {k: np.stack([e[k] for e in examples]) for k in ("inputs", "targets")}
 
 
 def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer, *,
                  batch_size: int, max_source_length: int, max_target_length: int,
                  seed: int = 0, shuffle: bool = True, num_epochs: int | None = 1,
                  drop_remainder: bool = True, keys: tuple[str, str] = ("source", "target"),
-                 name: str = "") -> tuple[grain.IterDataset, FilterReport]:
+                 name: str = "", bucket_boundaries: Sequence[int] = (), shard_index: int = 0,
+                 shard_count: int = 1) -> tuple[grain.IterDataset, FilterReport]:
   """Batches {"inputs": [B, Ls], "targets": [B, Lt]} int32, EOS-terminated, PAD_ID-padded.
 
   num_epochs=None repeats forever; each epoch is a different permutation of the same seed.
+  Without buckets, Ls and Lt are the maximum lengths. With bucket_boundaries (token counts,
+  EOS included; max(max_source_length, max_target_length) closes the last bucket), a pair goes
+  to the first bucket whose boundary is >= max(its source length, its target length), every
+  batch holds one bucket's pairs, and Ls = min(boundary, max_source_length), Lt likewise.
+  batch_size is per process: process shard_index of shard_count gets rows
+  [shard_index * batch_size, (shard_index + 1) * batch_size) of each global batch.
   """
-  indices, report = filter_by_length(source, tok, max_source_length, max_target_length, keys)
+  if not 0 <= shard_index < shard_count:
+    raise ValueError(f"shard_index={shard_index} is not in [0, shard_count={shard_count})")
+  if shard_count > 1 and not drop_remainder:
+    raise ValueError("shard_count > 1 needs drop_remainder=True: every process must get a full "
+                     "share of every global batch")
+  lengths = token_lengths(source, tok, keys)
+  indices, report = filter_by_length(source, tok, max_source_length, max_target_length, keys,
+                                     lengths)
   if report.kept == 0:
     raise CorpusError(f"{name or 'dataset'}: all {report.total} pairs are longer than "
                       f"max_source_length={max_source_length} / max_target_length="
@@ -232,13 +316,35 @@ def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokeniz
   logging.info("%s: dropped %d of %d pairs longer than %d source / %d target tokens",
                name or "dataset", report.too_long, report.total, max_source_length,
                max_target_length)
+  if bucket_boundaries:
+    longest = max(max_source_length, max_target_length)
+    boundaries = np.unique([b for b in bucket_boundaries if b < longest] + [longest])
+    if boundaries[0] < 1:
+      raise ValueError(f"bucket boundaries must be >= 1, got {list(bucket_boundaries)}")
+    bucket_of = np.searchsorted(boundaries, lengths[indices].max(1), side="left")
+    batches = _BucketedBatch(
+        source, tok, keys, indices, bucket_of, boundaries, (max_source_length, max_target_length),
+        batch_size=batch_size, shard_index=shard_index, shard_count=shard_count, seed=seed,
+        shuffle=shuffle, drop_remainder=drop_remainder)
+    if batches.num_batches == 0:
+      raise CorpusError(f"{name or 'dataset'}: no bucket holds a full global batch of "
+                        f"{batch_size * shard_count} pairs")
+    ds = grain.MapDataset.range(batches.num_batches)
+    if num_epochs != 1:
+      ds = ds.repeat(num_epochs)
+    return ds.map_with_index(batches).to_iter_dataset(), report
   ds = grain.MapDataset.source(indices)
   if shuffle:
     ds = ds.shuffle(seed=seed)
   if num_epochs != 1:
     ds = ds.repeat(num_epochs)  # reseeds the shuffle each epoch
+  if shard_count > 1:
+    # Global batch i is elements [i * batch_size * shard_count, (i + 1) * ...) of the stream;
+    # this process's rows of it are every shard_count-th element from shard_index. A finite
+    # stream is cut to whole global batches so that every process gets as many batches.
+    if num_epochs is not None:
+      ds = ds[:len(ds) - len(ds) % (batch_size * shard_count)]
+    ds = ds[shard_index::shard_count]
   ds = ds.map(_Encode(source, tok, keys, max_source_length, max_target_length))
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)
   return ds.to_iter_dataset(), report
-
-

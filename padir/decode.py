@@ -1,15 +1,27 @@
-"""Inference: PaDIR iterative refinement (paper App. L.1.1) and greedy AR decoding.
+"""Inference: PaDIR iterative refinement (paper App. L.1.1), greedy and beam AR decoding.
 
 PaDIR: encode once; take the top-k target lengths of the length predictor; for each, start from
 random tokens (or [MASK]) and run T decoder passes X(t+1) = argmax decoder(X(t), h), stopping
 early when no hypothesis changes. Optionally (paper App. L.2) token-level stutter (a token equal
 to its left neighbour) is re-masked between iterations and dropped after the last one
 (`drop_stutter`, on the host). The candidate with the best mean token log-probability wins.
+
+AR beam search (the paper's AR baselines decode with 5 beams; distillation teachers too), with
+fairseq's bookkeeping: each step ranks the extensions of the K alive prefixes by their summed
+log-probability and takes the 2K best; those among the first K that end (EOS, or max_len tokens
+reached without EOS) are finished and scored
+    sum_t log p(y_t | y_<t, x) / lp(n),    lp(n) = ((5 + n) / 6) ** length_penalty
+(Wu et al. 2016; n counts the EOS), and the K best that did not end stay alive. An input is done
+once K hypotheses have finished; the best-scoring finished one is returned. So beam_size=1 is
+greedy decoding, and a beam at least as large as the number of hypotheses is exhaustive search.
+Neither AR decoder keeps a KV cache: step t re-runs the decoder on the whole prefix.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+from flax import struct
 
 import jax
 import jax.numpy as jnp
@@ -102,6 +114,88 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
   out_BT = jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32)
   out_BT, _ = jax.lax.fori_loop(0, T, body, (out_BT, jnp.zeros((B,), bool)))
   return out_BT
+
+
+def length_penalty_factor(length: Array, alpha: float) -> Array:
+  """lp(n) = ((5 + n) / 6) ** alpha, the GNMT length normalization."""
+  return ((5.0 + length) / 6.0) ** alpha
+
+
+@struct.dataclass
+class BeamState:
+  """Loop state of beam_search: per input, K alive prefixes and up to K finished hypotheses."""
+  t: Array  # [] the position being decoded
+  alive_BKT: Array  # tokens so far, PAD from position t on
+  alive_logp_BK: Array  # summed token log-probabilities; -inf marks an empty slot
+  finished_BKT: Array  # PAD after the EOS
+  finished_score_BK: Array  # length-normalized, best first; -inf marks an empty slot
+  num_finished_B: Array
+
+
+def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
+                max_len: int | None = None, length_penalty: float = 0.6) -> dict[str, Array]:
+  """Beam search with the AR baseline (see the module docstring).
+
+  Returns tokens [B, L] (the best hypothesis, PAD after its EOS), scores [B] (its normalized
+  log-probability), every finished beam best first (beams [B, K, L], beam_scores [B, K], -inf
+  for empty slots) and the number of steps run; L = max_len (default: max_target_length).
+  Call it under nnx.jit with beam_size, max_len and length_penalty static.
+  """
+  if model.cfg.decoder != "ar":
+    raise ValueError("beam_search needs a model with decoder='ar'")
+  B, K = inputs_BS.shape[0], beam_size
+  T = max_len or model.cfg.max_target_length
+  if not 1 <= T <= model.cfg.max_target_length:
+    raise ValueError(f"max_len={max_len} must be in [1, max_target_length="
+                     f"{model.cfg.max_target_length}]")
+  V = model.cfg.vocab_size
+  C = min(2 * K, K * V)  # ranked candidates: at most K of them end in EOS, so K stay alive
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  enc_MSD = jnp.repeat(enc_BSD, K, axis=0)  # M = B * K
+  enc_mask_MS = jnp.repeat(enc_mask_BS, K, axis=0)
+
+  def gather_beams(x_BK, beam_BC):
+    return jnp.take_along_axis(x_BK, beam_BC.reshape(beam_BC.shape + (1,) * (x_BK.ndim - 2)), 1)
+
+  def cond(s: BeamState):
+    return (s.t < T) & jnp.any(s.num_finished_B < K)
+
+  def body(s: BeamState):
+    t = s.t
+    bos_M1 = jnp.full((B * K, 1), tokenizer_lib.BOS_ID, jnp.int32)
+    dec_in_MT = jnp.concatenate([bos_M1, s.alive_BKT.reshape(B * K, T)[:, :-1]], 1)
+    dec_in_MT = jnp.where(jnp.arange(T)[None] <= t, dec_in_MT, tokenizer_lib.PAD_ID)
+    logits_MTV = losses.ban_never_predicted(model.decode(dec_in_MT, enc_MSD, enc_mask_MS))
+    logp_BKV = jax.nn.log_softmax(logits_MTV[:, t].astype(jnp.float32), -1).reshape(B, K, V)
+    cand_logp_BC, flat_BC = jax.lax.top_k(
+        (s.alive_logp_BK[..., None] + logp_BKV).reshape(B, K * V), C)
+    beam_BC, token_BC = flat_BC // V, (flat_BC % V).astype(jnp.int32)
+    cand_BCT = gather_beams(s.alive_BKT, beam_BC).at[:, :, t].set(token_BC)
+    ends_BC = (token_BC == tokenizer_lib.EOS_ID) | (t == T - 1)
+    # Finish the ending candidates ranked in the first K (finite: not from an empty slot), unless
+    # the input is already done.
+    finish_BC = (ends_BC & (jnp.arange(C)[None] < K) & jnp.isfinite(cand_logp_BC)
+                 & (s.num_finished_B < K)[:, None])
+    lp = length_penalty_factor((t + 1).astype(jnp.float32), length_penalty)
+    score_BN = jnp.concatenate([s.finished_score_BK, jnp.where(finish_BC, cand_logp_BC / lp,
+                                                               -jnp.inf)], 1)
+    finished_score_BK, pick_BK = jax.lax.top_k(score_BN, K)
+    finished_BKT = gather_beams(jnp.concatenate([s.finished_BKT, cand_BCT], 1), pick_BK)
+    alive_logp_BK, keep_BK = jax.lax.top_k(jnp.where(ends_BC, -jnp.inf, cand_logp_BC), K)
+    return BeamState(t=t + 1, alive_BKT=gather_beams(cand_BCT, keep_BK),
+                     alive_logp_BK=alive_logp_BK, finished_BKT=finished_BKT,
+                     finished_score_BK=finished_score_BK,
+                     num_finished_B=s.num_finished_B + finish_BC.sum(-1))
+
+  empty_BKT = jnp.full((B, K, T), tokenizer_lib.PAD_ID, jnp.int32)
+  # One live slot per input at the start, so K copies of the empty prefix do not fill the beam.
+  alive_logp_BK = jnp.broadcast_to(jnp.where(jnp.arange(K) == 0, 0.0, -jnp.inf), (B, K))
+  state = BeamState(t=jnp.int32(0), alive_BKT=empty_BKT, alive_logp_BK=alive_logp_BK,
+                    finished_BKT=empty_BKT, finished_score_BK=jnp.full((B, K), -jnp.inf),
+                    num_finished_B=jnp.zeros((B,), jnp.int32))
+  state = jax.lax.while_loop(cond, body, state)
+  return {"tokens": state.finished_BKT[:, 0], "scores": state.finished_score_BK[:, 0],
+          "beams": state.finished_BKT, "beam_scores": state.finished_score_BK, "steps": state.t}
 
 
 def drop_stutter(ids: Sequence[int] | np.ndarray) -> list[int]:

@@ -27,21 +27,39 @@ def _greedy_ar(model, inputs_BS):
   return decode.greedy_ar(model, inputs_BS)
 
 
+@functools.partial(nnx.jit, static_argnames=("beam_size", "length_penalty"))
+def _beam_search(model, inputs_BS, beam_size, length_penalty):
+  return decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)["tokens"]
+
+
+def encode_batch(tok: tokenizer_lib.Tokenizer, texts: Sequence[str], batch_size: int,
+                 max_len: int) -> np.ndarray:
+  """[batch_size, max_len] EOS-terminated ids, PAD-padded; long texts are truncated and a short
+  batch is filled with copies of its last text (static shapes: one compilation)."""
+  texts = list(texts) + [texts[-1]] * (batch_size - len(texts))
+  inputs_BS = np.full((batch_size, max_len), tokenizer_lib.PAD_ID, np.int32)
+  for b, text in enumerate(texts):
+    ids = (tok.encode(text) + [tokenizer_lib.EOS_ID])[:max_len]
+    inputs_BS[b, :len(ids)] = ids
+  return inputs_BS
+
+
 def translate(model: model_lib.Transformer, tok: tokenizer_lib.Tokenizer, sources: Sequence[str],
               key: jax.Array, *, batch_size: int = 32, num_steps: int = 4, num_lengths: int = 3,
-              remask_stutter: bool = True, drop_stutter: bool = True) -> list[str]:
-  """Detokenized translations; sources longer than the model's maximum are truncated."""
-  max_len = model.cfg.max_source_length
+              remask_stutter: bool = True, drop_stutter: bool = True, beam_size: int = 1,
+              length_penalty: float = 0.6) -> list[str]:
+  """Detokenized translations; sources longer than the model's maximum are truncated.
+
+  The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines.
+  """
   out = []
   for start in range(0, len(sources), batch_size):
-    chunk = list(sources[start:start + batch_size])
-    n = len(chunk)
-    chunk += [chunk[-1]] * (batch_size - n)  # static batch shape: one compilation
-    inputs_BS = np.full((batch_size, max_len), tokenizer_lib.PAD_ID, np.int32)
-    for b, text in enumerate(chunk):
-      ids = (tok.encode(text) + [tokenizer_lib.EOS_ID])[:max_len]
-      inputs_BS[b, :len(ids)] = ids
-    if model.cfg.decoder == "ar":
+    n = len(sources[start:start + batch_size])
+    inputs_BS = encode_batch(tok, sources[start:start + batch_size], batch_size,
+                             model.cfg.max_source_length)
+    if model.cfg.decoder == "ar" and beam_size > 1:
+      tokens_BT = _beam_search(model, jnp.asarray(inputs_BS), beam_size, length_penalty)
+    elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
     else:
       tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start),

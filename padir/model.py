@@ -12,6 +12,10 @@
 Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
 Shapes: B batch, S source length (with [LEN]), T target length, D model, N heads, H head dim,
 F FFN hidden, V vocabulary.
+
+Every parameter carries the logical names of its dimensions in its `logical_axes` metadata
+("vocab", "embed", "heads", "head_dim", "mlp", "length", "length_classes"); padir.sharding maps
+them to mesh axes. They change no computation.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ from padir import tokenizer as tokenizer_lib
 
 Array = jax.Array
 NEG_INF = -1e9
+
+
+def _axes(*names: str) -> dict[str, tuple[str, ...]]:
+  """Variable metadata naming each dimension of a parameter (see padir.sharding)."""
+  return {"logical_axes": names}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +64,11 @@ class ModelConfig:
     return self.d_model // self.num_heads
 
 
+def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
+  return nnx.LayerNorm(cfg.d_model, scale_metadata=_axes("embed"), bias_metadata=_axes("embed"),
+                       rngs=rngs)
+
+
 class Attention(nnx.Module):
   """Multi-head attention with separate query, key and value inputs."""
 
@@ -62,10 +76,10 @@ class Attention(nnx.Module):
     D, N, H = cfg.d_model, cfg.num_heads, cfg.head_dim
     w_in = nnx.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=0, out_axis=(1, 2))
     w_out = nnx.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=(0, 1), out_axis=2)
-    self.w_q_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
-    self.w_k_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
-    self.w_v_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)))
-    self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)))
+    self.w_q_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)), **_axes("embed", "heads", "head_dim"))
+    self.w_k_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)), **_axes("embed", "heads", "head_dim"))
+    self.w_v_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)), **_axes("embed", "heads", "head_dim"))
+    self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)), **_axes("heads", "head_dim", "embed"))
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
@@ -83,8 +97,10 @@ class Attention(nnx.Module):
 class FeedForward(nnx.Module):
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    self.up = nnx.Linear(cfg.d_model, cfg.d_ff, rngs=rngs)
-    self.down = nnx.Linear(cfg.d_ff, cfg.d_model, rngs=rngs)
+    self.up = nnx.Linear(cfg.d_model, cfg.d_ff, kernel_metadata=_axes("embed", "mlp"),
+                         bias_metadata=_axes("mlp"), rngs=rngs)
+    self.down = nnx.Linear(cfg.d_ff, cfg.d_model, kernel_metadata=_axes("mlp", "embed"),
+                           bias_metadata=_axes("embed"), rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(self, x_BLD: Array) -> Array:
@@ -95,9 +111,9 @@ class EncoderLayer(nnx.Module):
   """Pre-LN: x += attn(LN(x)); x += FFN(LN(x))."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    self.norm_self = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.norm_self = _layer_norm(cfg, rngs)
     self.self_attention = Attention(cfg, rngs=rngs)
-    self.norm_ffn = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.norm_ffn = _layer_norm(cfg, rngs)
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
@@ -111,16 +127,16 @@ class DecoderLayer(nnx.Module):
   """Pre-LN: self-attention, positional attention, cross-attention, FFN."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    self.norm_self = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.norm_self = _layer_norm(cfg, rngs)
     self.self_attention = Attention(cfg, rngs=rngs)
     if cfg.positional_attention:
-      self.norm_positional = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+      self.norm_positional = _layer_norm(cfg, rngs)
       self.positional_attention = Attention(cfg, rngs=rngs)
     else:
       self.positional_attention = None
-    self.norm_cross = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.norm_cross = _layer_norm(cfg, rngs)
     self.cross_attention = Attention(cfg, rngs=rngs)
-    self.norm_ffn = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+    self.norm_ffn = _layer_norm(cfg, rngs)
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
@@ -144,16 +160,21 @@ class Transformer(nnx.Module):
       raise ValueError(f"decoder must be 'nar' or 'ar', got {cfg.decoder!r}")
     self.cfg = cfg
     normal = nnx.initializers.normal(stddev=1.0)
-    self.embed_VD = nnx.Param(normal(rngs.params(), (cfg.vocab_size, cfg.d_model)))
-    self.source_pos_SD = nnx.Param(normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)))
-    self.target_pos_TD = nnx.Param(normal(rngs.params(), (cfg.max_target_length, cfg.d_model)))
+    self.embed_VD = nnx.Param(normal(rngs.params(), (cfg.vocab_size, cfg.d_model)),
+                              **_axes("vocab", "embed"))
+    self.source_pos_SD = nnx.Param(normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)),
+                                   **_axes("length", "embed"))
+    self.target_pos_TD = nnx.Param(normal(rngs.params(), (cfg.max_target_length, cfg.d_model)),
+                                   **_axes("length", "embed"))
     self.encoder_layers = nnx.List(
         [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)])
     self.decoder_layers = nnx.List(
         [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)])
-    self.encoder_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs)
-    self.decoder_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs)
-    self.length_head = nnx.Linear(cfg.d_model, cfg.max_target_length + 1, rngs=rngs)
+    self.encoder_norm = _layer_norm(cfg, rngs)
+    self.decoder_norm = _layer_norm(cfg, rngs)
+    self.length_head = nnx.Linear(cfg.d_model, cfg.max_target_length + 1,
+                                  kernel_metadata=_axes("embed", "length_classes"),
+                                  bias_metadata=_axes("length_classes"), rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:

@@ -149,3 +149,94 @@ def test_pipeline_rejects_a_corpus_where_nothing_fits(corpus_dir, tokenizer):
   pairs = [{"source": b"the king", "target": b"el rey y la casa del hombre"}]
   with pytest.raises(data.CorpusError, match="all 1 pairs are longer"):
     data.make_dataset(pairs, tokenizer, batch_size=1, max_source_length=8, max_target_length=2)
+
+
+# ----------------------------------------------------------------------------- length buckets
+
+
+def _pairs_of(batch, tokenizer):
+  return [(tokenizer.decode(s), tokenizer.decode(t))
+          for s, t in zip(batch["inputs"], batch["targets"])]
+
+
+def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(corpus_dir, tokenizer,
+                                                                    tmp_path):
+  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  max_len, boundaries, batch_size = 12, (4, 6, 8), 5
+  # Independent lengths (EOS included) and the expected bucket of each pair that fits.
+  lengths = [(len(tokenizer.encode(r["source"].decode())) + 1,
+              len(tokenizer.encode(r["target"].decode())) + 1) for r in source]
+  kept = [(r["source"].decode(), r["target"].decode()) for r, (a, b) in zip(source, lengths)
+          if a <= max_len and b <= max_len]
+  edges = [0, 4, 6, 8, 12]
+
+  def epochs(seed, num_epochs=1, drop_remainder=False):
+    ds, _ = data.make_dataset(source, tokenizer, batch_size=batch_size, max_source_length=max_len,
+                              max_target_length=max_len, seed=seed, num_epochs=num_epochs,
+                              drop_remainder=drop_remainder, bucket_boundaries=boundaries)
+    return list(ds)
+
+  batches = epochs(seed=0)
+  assert collections.Counter(p for b in batches for p in _pairs_of(b, tokenizer)) == \
+      collections.Counter(kept)  # every pair exactly once
+  widths = set()
+  for b in batches:
+    L = b["inputs"].shape[1]
+    assert b["targets"].shape[1] == L and L in edges[1:] and 1 <= len(b["inputs"]) <= batch_size
+    lower = edges[edges.index(L) - 1]
+    n = np.maximum((b["inputs"] != tok_lib.PAD_ID).sum(1),
+                   (b["targets"] != tok_lib.PAD_ID).sum(1))
+    assert ((n > lower) & (n <= L)).all()  # padding below the bucket width L - lower
+    widths.add(L)
+  assert len(widths) > 1  # the corpus really spans several buckets
+  # Same seed, same batches; another seed, another order; the next epoch, another order.
+  same, other = epochs(seed=0), epochs(seed=1)
+  assert all((a["targets"] == b["targets"]).all() for a, b in zip(batches, same))
+  assert [b["targets"].tolist() for b in batches] != [b["targets"].tolist() for b in other]
+  two = epochs(seed=0, num_epochs=2)
+  assert len(two) == 2 * len(batches)
+  assert [b["targets"].tolist() for b in two[:len(batches)]] == \
+      [b["targets"].tolist() for b in batches]
+  second = two[len(batches):]
+  assert collections.Counter(p for b in second for p in _pairs_of(b, tokenizer)) == \
+      collections.Counter(kept)
+  assert [b["targets"].tolist() for b in second] != [b["targets"].tolist() for b in batches]
+  # drop_remainder: full batches only, floor(bucket size / batch size) of them per bucket.
+  full = epochs(seed=0, drop_remainder=True)
+  keys = [max(a, b) for a, b in lengths if a <= max_len and b <= max_len]
+  counts = np.bincount(np.searchsorted(edges[1:], keys), minlength=4)
+  assert len(full) == (counts // batch_size).sum()
+  assert all(len(b["inputs"]) == batch_size for b in full)
+
+
+@pytest.mark.parametrize("buckets", [(), (4, 6, 8)])
+def test_process_shards_split_every_global_batch(corpus_dir, tokenizer, tmp_path, buckets):
+  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+
+  def batches(batch_size, shard_index=0, shard_count=1):
+    ds, _ = data.make_dataset(source, tokenizer, batch_size=batch_size, max_source_length=12,
+                              max_target_length=12, seed=3, bucket_boundaries=buckets,
+                              shard_index=shard_index, shard_count=shard_count)
+    return list(ds)
+
+  whole = batches(6)
+  shards = [batches(3, p, 2) for p in range(2)]
+  assert len(shards[0]) == len(shards[1]) == len(whole) > 0
+  for g, a, b in zip(whole, *shards):
+    assert a["inputs"].shape == b["inputs"].shape == (3, g["inputs"].shape[1])
+    assert sorted(_pairs_of(a, tokenizer) + _pairs_of(b, tokenizer)) == \
+        sorted(_pairs_of(g, tokenizer))
+
+
+def test_bucketed_iterator_resumes_from_its_state(corpus_dir, tokenizer, tmp_path):
+  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  ds, _ = data.make_dataset(source, tokenizer, batch_size=4, max_source_length=12,
+                            max_target_length=12, num_epochs=None, bucket_boundaries=(4, 8))
+  it = iter(ds)
+  for _ in range(50):  # into the second epoch (28 batches each)
+    next(it)
+  state = it.get_state()
+  expected = [next(it)["targets"].tolist() for _ in range(5)]
+  resumed = iter(ds)
+  resumed.set_state(state)
+  assert [next(resumed)["targets"].tolist() for _ in range(5)] == expected

@@ -1,0 +1,24 @@
+"""The AR baseline on PaDIR's backbone, KJV -> Reina-Valera; also the distillation teacher.
+
+    python -m padir.bible --out data/bible_en_es        # once
+    python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
+
+Same data, sizes and optimizer as configs/padir_bible_en_es.py; the decoder is causal and trained
+with teacher forcing, and evaluation decodes with 5 beams (the paper's AR baselines, Table 1).
+configs/padir_bible_en_es_distill.py then trains PaDIR on this model's translations.
+
+Expected result: NOT MEASURED YET (no full run made). Beam search has no KV cache, so an
+evaluation costs about max_target_length decoder passes over 5 x decode.batch_size prefixes.
+"""
+
+import ml_collections
+
+from configs import padir_bible_en_es
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = padir_bible_en_es.get_config()
+  config.model.decoder = "ar"
+  config.decode.beam_size = 5  # paper: 5 hypotheses for the AR baselines
+  config.decode.length_penalty = 0.6
+  return config

@@ -1,0 +1,31 @@
+"""PaDIR trained on an AR teacher's translations (sequence-level distillation, paper App. L.2).
+
+    python -m padir.bible --out data/bible_en_es        # once
+    python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
+    python train.py --config configs/padir_bible_en_es_distill.py \
+        --workdir runs/padir_bible_en_es_distill
+
+The job (padir.distill:train) first beam-decodes the training sources with the teacher's latest
+checkpoint into distill.corpus_dir (train.tsv with teacher targets, valid/test copied, the
+teacher's vocabulary, distill.json with counts), once, then trains PaDIR there exactly as
+configs/padir_bible_en_es.py does. A missing teacher checkpoint is an error that says how to make
+it. Expected result: NOT MEASURED YET (no full run made).
+"""
+
+import ml_collections
+
+from configs import padir_bible_en_es
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = padir_bible_en_es.get_config()
+  config.job = "padir.distill:train"
+
+  config.distill = ml_collections.ConfigDict()
+  config.distill.teacher_workdir = "runs/padir_bible_en_es_ar"  # the AR teacher's run directory
+  config.distill.teacher_step = 0  # checkpoint step; 0: the latest
+  config.distill.beam_size = 5
+  config.distill.length_penalty = 0.6
+  config.distill.batch_size = 64  # sources per beam-search call
+  config.distill.corpus_dir = "data/bible_en_es_distilled"  # "": WORKDIR/distilled
+  return config

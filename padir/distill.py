@@ -1,0 +1,167 @@
+"""Sequence-level knowledge distillation (Kim & Rush 2016): PaDIR trains on an AR teacher's output.
+
+Paper App. L.2: "we distill our models by training on the output of an autoregressive model" (the
+paper used a translation service; here the teacher is the AR baseline of padir.train_lib, decoded
+with beam search). `distill_corpus` translates the source side of the training split with the
+teacher and writes a local corpus (SPLIT.tsv, the format padir.data reads) whose targets are the
+teacher's translations; the valid and test splits are copied unchanged, so that evaluation stays
+against the human references. `train` is the job of configs/padir_bible_en_es_distill.py:
+distill once, then train the student on the distilled corpus with the teacher's vocabulary.
+
+A source the teacher cannot encode (longer than its max_source_length) and a translation that is
+empty or that reached max_target_length without EOS are left out; distill.json counts them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Any, Sequence
+
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from padir import data
+from padir import decode
+from padir import evaluate
+from padir import tokenizer as tokenizer_lib
+from padir import train_lib
+
+MANIFEST = "distill.json"
+VOCABULARY = "teacher_spm.model"
+
+
+@functools.partial(nnx.jit, static_argnames=("beam_size", "length_penalty"))
+def _beam_tokens(model, inputs_BS, beam_size, length_penalty):
+  return decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)["tokens"]
+
+
+def load_teacher(teacher_workdir: str, step: int | None = None) -> train_lib.Loaded:
+  """The AR teacher of a training run directory; a clear error if there is none."""
+  try:
+    model, tok, config = train_lib.load_model(teacher_workdir, step)
+  except FileNotFoundError as e:
+    raise FileNotFoundError(
+        f"no teacher checkpoint: {e}. Train the AR teacher first, e.g. `python train.py --config "
+        f"configs/padir_bible_en_es_ar.py --workdir {teacher_workdir}`, or point "
+        f"config.distill.teacher_workdir at its run directory.") from None
+  if model.cfg.decoder != "ar":
+    raise ValueError(f"the teacher in {teacher_workdir} has decoder={model.cfg.decoder!r}; "
+                     f"distillation needs an AR model (decoder='ar')")
+  return model, tok, config
+
+
+def translate_sources(model, tok: tokenizer_lib.Tokenizer, sources: Sequence[str], *,
+                      beam_size: int, length_penalty: float, batch_size: int
+                      ) -> tuple[list[str | None], dict[str, int]]:
+  """Teacher translations (None where left out) and the counts of each reason to leave out."""
+  max_len = model.cfg.max_source_length
+  fits = [len(tok.encode(s)) + 1 <= max_len for s in sources]
+  todo = [i for i, ok in enumerate(fits) if ok]
+  out: list[str | None] = [None] * len(sources)
+  counts = {"too_long": len(sources) - len(todo), "empty": 0, "no_eos": 0}
+  for start in range(0, len(todo), batch_size):
+    rows = todo[start:start + batch_size]
+    inputs_BS = evaluate.encode_batch(tok, [sources[i] for i in rows], batch_size, max_len)
+    tokens_BT = np.asarray(_beam_tokens(model, inputs_BS, beam_size, length_penalty))
+    for i, ids in zip(rows, tokens_BT):
+      text = " ".join(tok.decode(ids).split())  # one line, no tab
+      if tokenizer_lib.EOS_ID not in ids:
+        counts["no_eos"] += 1
+      elif not text:
+        counts["empty"] += 1
+      else:
+        out[i] = text
+  return out, counts
+
+
+def _write_tsv(path: str, pairs: Sequence[tuple[str, str]]) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.writelines(f"{s}\t{t}\n" for s, t in pairs)
+
+
+def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, source_lang: str,
+                   target_lang: str, teacher_step: int | None = None, beam_size: int = 5,
+                   length_penalty: float = 0.6, batch_size: int = 64,
+                   distill_splits: Sequence[str] = ("train",),
+                   copy_splits: Sequence[str] = ("valid", "test")) -> dict[str, Any]:
+  """Writes out_dir/{split}.tsv (teacher targets for distill_splits, copies for copy_splits), the
+  teacher's vocabulary and distill.json; returns the manifest. The directory appears whole or
+  not at all (written beside it, then renamed)."""
+  model, tok, _ = load_teacher(teacher_workdir, teacher_step)
+  step = teacher_step if teacher_step is not None else _latest_step(teacher_workdir)
+  tmp = out_dir.rstrip("/") + f".tmp{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  manifest = {"teacher_workdir": os.path.abspath(teacher_workdir), "teacher_step": step,
+              "beam_size": beam_size, "length_penalty": length_penalty,
+              "source_corpus": os.path.abspath(corpus_dir), "vocabulary": VOCABULARY, "splits": {}}
+  for split in distill_splits:
+    t0 = time.time()
+    pairs = data.read_split(corpus_dir, split, source_lang, target_lang)
+    targets, counts = translate_sources(model, tok, [s for s, _ in pairs], beam_size=beam_size,
+                                        length_penalty=length_penalty, batch_size=batch_size)
+    kept = [(s, t) for (s, _), t in zip(pairs, targets) if t is not None]
+    if not kept:
+      raise data.CorpusError(f"the teacher produced no usable translation of the {split} split "
+                             f"({counts}); is it trained?")
+    _write_tsv(os.path.join(tmp, f"{split}.tsv"), kept)
+    manifest["splits"][split] = {"total": len(pairs), "kept": len(kept), **counts,
+                                 "seconds": round(time.time() - t0, 1)}
+    logging.info("distilled %s: %s", split, manifest["splits"][split])
+  for split in copy_splits:
+    _write_tsv(os.path.join(tmp, f"{split}.tsv"),
+               data.read_split(corpus_dir, split, source_lang, target_lang))
+    manifest["splits"][split] = {"copied": True}
+  shutil.copyfile(tok.path, os.path.join(tmp, VOCABULARY))
+  with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+    json.dump(manifest, f, indent=2)
+  if os.path.exists(out_dir):
+    shutil.rmtree(out_dir)
+  os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
+  os.replace(tmp, out_dir)
+  return manifest
+
+
+def _latest_step(workdir: str) -> int:
+  return max(int(p) for p in os.listdir(os.path.join(workdir, "checkpoints")) if p.isdigit())
+
+
+def student_config(config: ml_collections.ConfigDict, out_dir: str) -> ml_collections.ConfigDict:
+  """The training config with the distilled corpus and the teacher's vocabulary as its data."""
+  student = ml_collections.ConfigDict(config.to_dict())
+  student.data.update(corpus_dir=out_dir, prepare_bible=False, train_vocab=False,
+                      vocab_path=os.path.join(out_dir, VOCABULARY), tfds_data_dir="")
+  return student
+
+
+def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Job: distill the corpus once (reused while distill.json matches the settings), then train
+  the student on it (padir.train_lib.train, which resumes if workdir has checkpoints)."""
+  dc, d = config.distill, config.data
+  out_dir = dc.corpus_dir or os.path.join(workdir, "distilled")
+  step = dc.teacher_step or None  # 0: the latest checkpoint
+  manifest_path = os.path.join(out_dir, MANIFEST)
+  if os.path.isfile(manifest_path):
+    with open(manifest_path, encoding="utf-8") as f:
+      manifest = json.load(f)
+    wanted = {"teacher_workdir": os.path.abspath(dc.teacher_workdir), "beam_size": dc.beam_size,
+              "length_penalty": dc.length_penalty, "source_corpus": os.path.abspath(d.corpus_dir)}
+    if step is not None:
+      wanted["teacher_step"] = step
+    found = {k: manifest.get(k) for k in wanted}
+    if found != wanted:
+      raise ValueError(f"{out_dir} holds a corpus distilled with {found}, not {wanted}: delete it "
+                       f"or set config.distill.corpus_dir to another directory")
+    logging.info("reusing the distilled corpus in %s", out_dir)
+  else:
+    train_lib.prepare_corpus(config)
+    distill_corpus(dc.teacher_workdir, d.corpus_dir, out_dir, source_lang=d.source_lang,
+                   target_lang=d.target_lang, teacher_step=step, beam_size=dc.beam_size,
+                   length_penalty=dc.length_penalty, batch_size=dc.batch_size)
+  return train_lib.train(student_config(config, out_dir), workdir)
