@@ -1,12 +1,23 @@
 """Rejection-free (n-fold way) vs plain batched Glauber on the embedded default English MLM.
 
-Chains start from English sentences (n free sites after [CLS]). The temperature is the largest
-on a grid whose median stay probability (1/n) Σ_i p_i^T(x_i | x_-i) is >= 0.99 after a burn-in;
-then both modes run from the same burnt-in states in this one process: plain Glauber for
---plain_steps steps, rejection-free for --steps steps per chain (exact in law, the long runs
-where it pays). Simulated steps/s = chains x steps / seconds (compilation excluded).
+Chains start from English sentences (n free sites after [CLS]) and first descend to a local mode
+with T = 0 Glauber steps (a trap: every site holds its argmax). The temperature is the largest
+on a grid whose median stay probability (1/n) Σ_i p_i^T(x_i | x_-i) there is >= 0.99; after an
+exact burn-in at that T both modes run from the same states in this one process: plain Glauber
+for --plain_steps steps, rejection-free for --steps steps per chain (exact in law; the long
+runs where it pays). Simulated steps/s = chains x steps / seconds (compilation excluded).
+(At T = 1 this MLM's median stay is ~0.14, and even T = 0.1 mixes between near-tied words,
+median ~0.97 after 500 steps: the slow regime is low T near a mode.)
 
   python benchmarks/glauber_rejection_free.py [--model default] [--chains 8] [--n 16]
+
+Measured 2026-11-21 (2 CPU cores, ~10 minutes): T = 0.07 (median stay 0.9909 at the T = 0 mode,
+0.9963 after burn-in). Plain batched 181 steps/s (8 chains), 38.6 (1 chain). Rejection-free,
+20,000 steps per chain: batched 540 steps/s = 3.0x (972 iterations: one chain flips between two
+near-tied words, 971 jumps, while another jumps 4 times); chain by chain 474-58,401 steps/s
+(median 4,334 = 23.9x plain batched), all 8 one after another 1,300 steps/s = 7.2x plain batched
+(33.7x plain on one chain). Peak RSS 1.07 GB. The chains sit in repetition traps ("the temple
+belongs to the temple of the temple the temple, and the temple.").
 """
 
 from __future__ import annotations
@@ -21,8 +32,8 @@ import numpy as np
 TEXTS = [
   "the river flows through the old town and past the church before it reaches the sea .",
   "in the summer the children play in the park near the school until it gets dark .",
-  "the government announced new laws on tuesday after a long debate in parliament .",
-  "he studied music at the university and later became a famous composer in vienna .",
+  "the government announced new laws on tuesday after a long and bitter debate in the parliament .",
+  "he studied music at the university in berlin and later became a famous composer in vienna .",
 ]
 
 
@@ -38,7 +49,8 @@ def main() -> None:
   p.add_argument("--plain_steps", type=int, default=64)
   p.add_argument("--steps", type=int, default=20000, help="rejection-free steps per chain")
   p.add_argument("--burn_in", type=int, default=2000)
-  p.add_argument("--temperatures", default="1.0,0.7,0.5,0.4,0.3,0.2,0.1")
+  p.add_argument("--descent_steps", type=int, default=400, help="T = 0 steps to a local mode")
+  p.add_argument("--temperatures", default="0.3,0.2,0.15,0.1,0.07,0.05,0.03")
   a = p.parse_args()
 
   import glauber.models as gm
@@ -52,17 +64,21 @@ def main() -> None:
   print(f"model {a.model}, {a.chains} chains, n = {a.n} free sites, float32, "
         f"{jax.device_count()} {jax.default_backend()} device(s)", flush=True)
 
+  mode_state, _ = chains.run(jax.random.key(0), model, spec(0.0), chains.init_state(x0), 1,
+                             a.descent_steps)
   chosen = None
   for T in (float(t) for t in a.temperatures.split(",")):
-    state = chains.init_state(x0)
-    state, _ = nfold.run(jax.random.key(1), model, spec(T), state, 1, a.burn_in)  # exact burn-in
-    _, median = nfold.choose_mode(model, spec(T), state.tokens_BL)
-    print(f"T = {T}: median stay probability after {a.burn_in} steps {median:.4f}", flush=True)
+    _, median = nfold.choose_mode(model, spec(T), mode_state.tokens_BL)
+    print(f"T = {T}: median stay probability at the T = 0 mode {median:.4f}", flush=True)
     if median >= 0.99:
       chosen = T
       break
   if chosen is None:
     raise SystemExit("no temperature on the grid reaches a median stay probability of 0.99")
+  state, _ = nfold.run(jax.random.key(1), model, spec(chosen), chains.init_state(
+    mode_state.tokens_BL), 1, a.burn_in)  # exact burn-in at the chosen T
+  _, median = nfold.choose_mode(model, spec(chosen), state.tokens_BL)
+  print(f"T = {chosen}: median stay probability after a {a.burn_in}-step burn-in {median:.4f}")
   T, s = chosen, spec(chosen)
   start = chains.init_state(state.tokens_BL)
   for i in range(a.chains):
@@ -89,6 +105,34 @@ def main() -> None:
         f"= {fast / plain:.1f}x plain; peak RSS {peak_rss_mb():.0f} MB")
   for i in range(min(a.chains, 4)):
     print("  end:", tok.decode(out.tokens_BL[i, lay.offset:lay.offset + a.n]))
+
+  # Batched, every chain iterates until the chain with the most jumps is done: one chain that
+  # flips between two near-tied words sets the pace. Chain by chain, each pays for its own jumps.
+  one = lambda i: chains.init_state(start.tokens_BL[i:i + 1])
+  out, _ = chains.run(jax.random.key(2), model, s, one(0), 1, 2)  # compile
+  jax.block_until_ready(out.tokens_BL)
+  t0 = time.perf_counter()
+  out, _ = chains.run(jax.random.key(3), model, s, one(0), 1, a.plain_steps)
+  jax.block_until_ready(out.tokens_BL)
+  plain_one = a.plain_steps / (time.perf_counter() - t0)
+  out, _ = nfold.run(jax.random.key(4), model, s, one(0), 1, 1)  # compile
+  jax.block_until_ready(out.tokens_BL)
+  total, per_chain = 0.0, []
+  for i in range(a.chains):
+    t0 = time.perf_counter()
+    out, rec = nfold.run(jax.random.key(6 + i), model, s, one(i), 1, a.steps)
+    jax.block_until_ready(out.tokens_BL)
+    sec = time.perf_counter() - t0
+    total += sec
+    per_chain.append((a.steps / sec, int(rec["iterations"])))
+  rates = np.array([r for r, _ in per_chain])
+  print(f"chain by chain: plain {plain_one:.1f} steps/s (1 chain); rejection-free per chain "
+        f"{rates.min():.0f}-{rates.max():.0f} steps/s (median {np.median(rates):.0f}, jumps "
+        f"{min(j for _, j in per_chain)}-{max(j for _, j in per_chain)}); all {a.chains} chains "
+        f"one after another {a.chains * a.steps / total:.1f} steps/s = "
+        f"{a.chains * a.steps / total / plain:.1f}x plain batched ({a.chains} chains), "
+        f"{a.chains * a.steps / total / plain_one:.1f}x plain on one chain; median chain "
+        f"{np.median(rates) / plain:.1f}x plain batched; peak RSS {peak_rss_mb():.0f} MB")
 
 
 if __name__ == "__main__":
