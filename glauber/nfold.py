@@ -14,7 +14,9 @@ per iteration, each on its own: every recording step t_r = r * record_every that
 holding time [s, s + G] gets the held state, so a snapshot at step t is the state after
 exactly t steps, as in plain mode. A holding time that would pass the end of the call stops
 there with the state unchanged (exact: the chain is Markov and the geometric law memoryless);
-the iterations loop until every chain reaches the end of the call.
+the iterations loop until every chain reaches the end of the call. Chains that are done retire
+from the batch (`run(retire_every=, granule=)`), so a chain that keeps jumping (two near-tied
+tokens) does not make every finished chain pay n rows per iteration while it catches up.
 
 Cost: one iteration is n forward rows against one per plain step, and advances on average
 1/(1 - s) steps; worth it when the median s exceeds about 1 - 1/n (`choose_mode`). Stay
@@ -91,15 +93,17 @@ def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: 
   return tokens_BL, steps_B, 1.0 - leave_B, logp_BN
 
 
-@functools.partial(jax.jit, static_argnames=("num_records", "record_every", "record_logprobs",
-                                             "sharding"))
-def _run(key, model, spec, state, *, num_records, record_every, record_logprobs, sharding):
-  B, n = state.tokens_BL.shape[0], spec.num_sites
-  due_RB = state.steps_B[None] + record_every * (1 + jnp.arange(num_records))[:, None]
-  end_B = state.steps_B + num_records * record_every
+@functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"))
+def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, logp_RBN, jumps_B,
+             *, record_every, max_iterations, sharding):
+  """Up to max_iterations rejection-free iterations (fewer if every chain reaches end_B).
+  rec_RBN / logp_RBN collect the snapshots due at start_B + r * record_every (r = 1..R)."""
+  num_records = rec_RBN.shape[0]
+  due_RB = start_B[None] + record_every * (1 + jnp.arange(num_records))[:, None]
+  t0 = t
 
   def cond(carry):
-    return jnp.any(carry[1] < end_B)
+    return jnp.any(carry[1] < end_B) & (carry[2] - t0 < max_iterations)
 
   def body(carry):
     tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B = carry
@@ -113,31 +117,79 @@ def _run(key, model, spec, state, *, num_records, record_every, record_logprobs,
     return (constrain(new_BL, sharding), constrain(new_steps_B, sharding), t + 1, rec_RBN,
             logp_RBN, jumps_B)
 
-  rec0_RBN = jnp.zeros((num_records, B, n), state.tokens_BL.dtype)
-  init = (constrain(state.tokens_BL, sharding), constrain(state.steps_B, sharding), state.t,
-          rec0_RBN, jnp.zeros((num_records, B, n), jnp.float32), jnp.zeros_like(state.steps_B))
-  tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B = jax.lax.while_loop(cond, body, init)
-  if num_records:   # the snapshot at the end of the call is the final state
-    rec_RBN = rec_RBN.at[-1].set(spec.free(tokens_BL))
-    if record_logprobs:
-      logp_RBN = logp_RBN.at[-1].set(
-          current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL)))
-  out = {"tokens_RBN": rec_RBN, "iterations": t - state.t, "changes_B": jumps_B}
-  if record_logprobs:
-    out["logp_RBN"] = logp_RBN
-  return ChainState(tokens_BL, steps_B, t), out
+  init = (constrain(tokens_BL, sharding), constrain(steps_B, sharding), t, rec_RBN, logp_RBN,
+          jumps_B)
+  return jax.lax.while_loop(cond, body, init)
+
+
+def _bucket(n: int, granule: int) -> int:
+  """The batch size that carries n unfinished chains: a power of two times granule, >= n."""
+  size = granule
+  while size < n:
+    size *= 2
+  return size
 
 
 def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
-        record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None):
+        record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None,
+        retire_every: int = 32, granule: int = 8):
   """Rejection-free twin of `chains.run(method="glauber")`: the same records (the states after
   every record_every steps of each chain), plus records["iterations"] (iterations spent) and
   records["changes_B"] (jumps of each chain). Chains run unsynchronised until the end of the
-  call (snapshots that fall inside a holding time are the held state), so a call of many
-  records costs about max_b(jumps_b) iterations, not one per record."""
+  call (snapshots that fall inside a holding time are the held state).
+
+  Chains that reach the end retire: every `retire_every` iterations, once the unfinished chains
+  fit a batch of half the size (sizes are granule * 2^j, never below `granule`), only they go on,
+  so a call costs about sum over rounds of (batch size x iterations), not B x max_b(jumps_b).
+  The schedule is a deterministic function of the call's inputs, so results are reproducible
+  (resume, 1 vs 8 devices when 8 divides every batch size); retire_every=0 keeps the full batch.
+  """
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
                      f"{record_every}")
+  if retire_every < 0 or granule < 1:
+    raise ValueError(f"need retire_every >= 0 and granule >= 1, got {retire_every}, {granule}")
   model, state = place(model, state, mesh)
-  return _run(key, model, spec, state, num_records=num_records, record_every=record_every,
-              record_logprobs=record_logprobs, sharding=chain_sharding(mesh))
+  sharding = chain_sharding(mesh)
+  devices = 1 if mesh is None else mesh.shape["data"]
+  B, n = state.tokens_BL.shape[0], spec.num_sites
+  start_B = np.array(state.steps_B)
+  end_B = start_B + num_records * record_every
+  tokens = np.array(state.tokens_BL)
+  steps, t = start_B.copy(), state.t
+  rec = np.zeros((num_records, B, n), tokens.dtype)
+  logp = np.zeros((num_records, B, n), np.float32)
+  jumps = np.zeros(B, np.int32)
+  rows = np.arange(B)   # the chains in the batch being iterated
+  limit = retire_every or np.iinfo(np.int32).max
+  while True:
+    put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
+    out = _iterate(key, model, spec, put(tokens[rows]), put(steps[rows]), t, put(start_B[rows]),
+                   put(end_B[rows]), jnp.asarray(rec[:, rows]), jnp.asarray(logp[:, rows]),
+                   put(jumps[rows]), record_every=record_every, max_iterations=int(limit),
+                   sharding=sharding)
+    tok_b, steps_b, t, rec_b, logp_b, jumps_b = (np.asarray(x) if i != 2 else x
+                                                 for i, x in enumerate(out))
+    tokens[rows], steps[rows], jumps[rows] = tok_b, steps_b, jumps_b
+    rec[:, rows], logp[:, rows] = rec_b, logp_b
+    active = np.flatnonzero(steps < end_B)
+    if active.size == 0:
+      break
+    size = _bucket(active.size, granule)
+    if size < rows.size and size % devices == 0 and retire_every:
+      done = np.flatnonzero(steps >= end_B)   # padding: finished chains, which never jump
+      rows = np.concatenate([active, done[:size - active.size]])
+  tokens_BL = jnp.asarray(tokens)
+  if num_records:   # the snapshot at the end of the call is the final state
+    rec[-1] = np.asarray(spec.free(tokens_BL))
+    if record_logprobs:
+      logp[-1] = np.asarray(current_logprobs(spec, tokens_BL,
+                                             all_site_logprobs(model, spec, tokens_BL)))
+  out = {"tokens_RBN": jnp.asarray(rec), "iterations": t - state.t,
+         "changes_B": jnp.asarray(jumps)}
+  if record_logprobs:
+    out["logp_RBN"] = jnp.asarray(logp)
+  new_state = ChainState(tokens_BL, jnp.asarray(steps), t)
+  if mesh is not None:
+    _, new_state = place(model, new_state, mesh)
+  return new_state, out

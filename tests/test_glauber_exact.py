@@ -79,9 +79,12 @@ def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
   check_laws(exact, rec, 8)
 
 
-def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact):
+@pytest.mark.parametrize("retire_every,granule", [(32, 8), (1, 1), (0, 8)])
+def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_every, granule):
+  """Exact whether finished chains retire often (1, 1), by default (32, 8) or never (0)."""
   model = exact[0]
-  state, rec = nfold.run(jax.random.key(2), model, spec(), start(), 8, 8)
+  state, rec = nfold.run(jax.random.key(2), model, spec(), start(), 8, 8,
+                         retire_every=retire_every, granule=granule)
   assert (np.asarray(state.steps_B) == 64).all()
   assert int(state.t) == int(rec["iterations"]) < 64
   check_laws(exact, rec, 8)
