@@ -14,7 +14,6 @@ from its last checkpoint), model/ (config.json + model.safetensors + tokenizer, 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 import time
@@ -116,15 +115,6 @@ def kpl_loss(model, tokens_BL: Array, attention_mask_BL: Array, key: Array, k: i
   return -(logp_BK * w_BK).sum() / n, {"accuracy": accuracy, "masked": w_BK.sum()}
 
 
-def with_new_head(body: bert.Bert, seed: int) -> bert.Bert:
-  """A BertForMaskedLM whose body is `body` and whose head is freshly initialised (tied)."""
-  config = dataclasses.replace(body.config, with_mlm_head=True, tie_word_embeddings=True)
-  model = nnx.eval_shape(lambda: bert.Bert(config, nnx.Rngs(0)))  # shapes only
-  nnx.update(model, nnx.state(body))
-  model.head = bert.BertMLMHead(config, nnx.Rngs(seed))
-  return model
-
-
 def load_for_training(config) -> tuple[bert.Bert, Any]:
   dtype = jnp.dtype(config.dtype)
   model, tokenizer = gm.load(config.model, dtype=dtype)
@@ -132,7 +122,7 @@ def load_for_training(config) -> tuple[bert.Bert, Any]:
     raise ValueError(f"config.model={config.model!r} is a {type(model).__name__}; MLM "
                      "fine-tuning supports BERT/RoBERTa checkpoints.")
   if model.head is None:
-    model = with_new_head(model, config.seed)
+    model = bert.with_new_head(model, config.seed)
   if config.get("lora_rank", 0):
     model.add_lora(config.lora_rank, config.get("lora_alpha", 0.0), seed=config.seed)
   if tokenizer is None or tokenizer.mask_token_id is None:

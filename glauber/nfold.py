@@ -162,14 +162,12 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   jumps = np.zeros(B, np.int32)
   rows = np.arange(B)   # the chains in the batch being iterated
   limit = retire_every or np.iinfo(np.int32).max
+  put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
   while True:
-    put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
-    out = _iterate(key, model, spec, put(tokens[rows]), put(steps[rows]), t, put(start_B[rows]),
-                   put(end_B[rows]), jnp.asarray(rec[:, rows]), jnp.asarray(logp[:, rows]),
-                   put(jumps[rows]), record_every=record_every, max_iterations=int(limit),
-                   sharding=sharding)
-    tok_b, steps_b, t, rec_b, logp_b, jumps_b = (np.asarray(x) if i != 2 else x
-                                                 for i, x in enumerate(out))
+    tok_b, steps_b, t, rec_b, logp_b, jumps_b = _iterate(
+      key, model, spec, put(tokens[rows]), put(steps[rows]), t, put(start_B[rows]),
+      put(end_B[rows]), jnp.asarray(rec[:, rows]), jnp.asarray(logp[:, rows]), put(jumps[rows]),
+      record_every=record_every, max_iterations=int(limit), sharding=sharding)
     tokens[rows], steps[rows], jumps[rows] = tok_b, steps_b, jumps_b
     rec[:, rows], logp[:, rows] = rec_b, logp_b
     active = np.flatnonzero(steps < end_B)

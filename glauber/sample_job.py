@@ -10,8 +10,6 @@ checkpoint of the chain state); the continuation is bitwise that of an uninterru
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import time
 
 import jax
@@ -23,7 +21,6 @@ import glauber.models as gm
 from glauber import chains, init_states, nfold, recording
 from rundir import RunDir, atomic_write_text, markdown_table
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 MODES = ("plain", "rejection_free", "auto")
 
 

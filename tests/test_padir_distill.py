@@ -16,22 +16,15 @@ from padir import decode
 from padir import distill
 from padir import tokenizer as tok_lib
 from padir import train_lib
+import padir_util
 
-EN = "the a man woman house land king city water light day night god people son".split()
-ES = "el la hombre mujer casa tierra rey ciudad agua luz día noche dios pueblo hijo".split()
 L = 16  # maximum source and target length (a 40-piece vocabulary spells words out)
 
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory):
-  d = tmp_path_factory.mktemp("corpus")
-  rng = np.random.default_rng(0)
-  for split, n in (("train", 41), ("valid", 24), ("test", 8)):
-    with open(d / f"{split}.tsv", "w", encoding="utf-8") as f:
-      for _ in range(n):
-        idx = rng.integers(0, len(EN), rng.integers(1, 5))
-        f.write(" ".join(EN[i] for i in idx) + "\t" + " ".join(ES[i] for i in idx) + "\n")
-  return str(d)
+  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
+                                 {"train": 41, "valid": 24, "test": 8}, max_words=4)
 
 
 def _shrink(c, corpus_dir):

@@ -16,9 +16,9 @@ import sys
 import numpy as np
 import pytest
 
+import padir_util
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-EN = "the a man woman house land king city water light day night god people son".split()
-ES = "el la hombre mujer casa tierra rey ciudad agua luz día noche dios pueblo hijo".split()
 MESHES = {"8x1": dict(data=8, model=1), "4x2": dict(data=4, model=2, params="logical"),
           "4x2_fsdp": dict(data=4, model=2, params="fsdp")}
 
@@ -78,14 +78,8 @@ for name, mesh in [("single", None)] + list(meshes.items()):
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory):
-  d = tmp_path_factory.mktemp("corpus")
-  rng = np.random.default_rng(0)
-  for split, n in (("train", 200), ("valid", 16), ("test", 16)):
-    with open(d / f"{split}.tsv", "w", encoding="utf-8") as f:
-      for _ in range(n):
-        idx = rng.integers(0, len(EN), rng.integers(1, 8))
-        f.write(" ".join(EN[i] for i in idx) + "\t" + " ".join(ES[i] for i in idx) + "\n")
-  return str(d)
+  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
+                                 {"train": 200, "valid": 16, "test": 16}, max_words=7)
 
 
 @pytest.mark.slow  # four one-step trainings (compilations) in a subprocess

@@ -8,21 +8,13 @@ import pytest
 
 from configs import padir_bible_en_es
 from padir import train_lib
-
-EN = "the a man woman house land king city water light day night god people son".split()
-ES = "el la hombre mujer casa tierra rey ciudad agua luz día noche dios pueblo hijo".split()
+import padir_util
 
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory):
-  d = tmp_path_factory.mktemp("corpus")
-  rng = np.random.default_rng(0)
-  for split, n in (("train", 200), ("valid", 16), ("test", 16)):
-    with open(d / f"{split}.tsv", "w", encoding="utf-8") as f:
-      for _ in range(n):
-        idx = rng.integers(0, len(EN), rng.integers(1, 8))
-        f.write(" ".join(EN[i] for i in idx) + "\t" + " ".join(ES[i] for i in idx) + "\n")
-  return str(d)
+  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
+                                 {"train": 200, "valid": 16, "test": 16}, max_words=7)
 
 
 def _config(corpus_dir: str, steps: int, translate: bool = False):

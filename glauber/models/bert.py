@@ -221,6 +221,15 @@ class Bert(nnx.Module):
       layer.merge_lora()
 
 
+def with_new_head(body: Bert, seed: int) -> Bert:
+  """A BertForMaskedLM whose body is `body` and whose head is freshly initialised (tied)."""
+  config = dataclasses.replace(body.config, with_mlm_head=True, tie_word_embeddings=True)
+  model = nnx.eval_shape(lambda: Bert(config, nnx.Rngs(0)))  # shapes only
+  nnx.update(model, nnx.state(body))
+  model.head = BertMLMHead(config, nnx.Rngs(seed))
+  return model
+
+
 @dataclasses.dataclass(frozen=True)
 class Names:
   """Where a family keeps each tensor in a Hugging Face checkpoint."""

@@ -24,7 +24,7 @@ DELTA_FILE, META_FILE = "delta.safetensors", "delta.json"
 
 
 def _flat(state: nnx.State) -> dict[str, np.ndarray]:
-  return {".".join(str(p) for p in path): np.asarray(v[...] if hasattr(v, "get_value") else v)
+  return {".".join(str(p) for p in path): np.asarray(v[...])
           for path, v in nnx.to_flat_state(state)}
 
 
@@ -56,22 +56,22 @@ def save_delta(model: bert.Bert, directory: str | os.PathLike, *, base: str, tra
 
 def apply_delta(model: bert.Bert, directory: str | os.PathLike, merge: bool = True) -> bert.Bert:
   """Adds the delta's adapters and head to a base Bert (a body or a ForMaskedLM) and fills them."""
-  from safetensors.numpy import load_file
+  from safetensors.numpy import load
   directory = pathlib.Path(directory)
   meta_path, delta_path = directory / META_FILE, directory / DELTA_FILE
   if not meta_path.is_file() or not delta_path.is_file():
     raise FileNotFoundError(f"{directory} is not a model delta: it needs {META_FILE} and "
                             f"{DELTA_FILE} (written by glauber.models.delta.save_delta).")
   meta = json.loads(meta_path.read_text())
-  digest = hashlib.sha256(delta_path.read_bytes()).hexdigest()
+  raw = delta_path.read_bytes()
+  digest = hashlib.sha256(raw).hexdigest()
   if meta.get("sha256") and digest != meta["sha256"]:
     raise ValueError(f"{delta_path} is corrupt: its SHA-256 {digest[:12]}... differs from the "
                      f"{meta['sha256'][:12]}... recorded in {meta_path}. Restore the file.")
   if model.head is None:
-    from glauber.mlm_training import with_new_head
-    model = with_new_head(model, 0)
+    model = bert.with_new_head(model, 0)
   model.add_lora(meta["rank"], meta["alpha"], meta["targets"])
-  tensors = load_file(str(delta_path))
+  tensors = load(raw)
   flat = dict(nnx.to_flat_state(nnx.state(model)))
   by_name = {".".join(str(p) for p in path): path for path in flat}
   for name, value in tensors.items():
