@@ -14,7 +14,9 @@ reached without EOS) are finished and scored
 (Wu et al. 2016; n counts the EOS), and the K best that did not end stay alive. An input is done
 once K hypotheses have finished; the best-scoring finished one is returned. So beam_size=1 is
 greedy decoding, and a beam at least as large as the number of hypotheses is exhaustive search.
-Neither AR decoder keeps a KV cache: step t re-runs the decoder on the whole prefix.
+Both AR decoders keep a KV cache (Transformer.init_cache / decode_step): step t runs the decoder
+on position t alone, attending to the cached projections of positions < t, and the beam search
+reorders the cache with its beams. The cross-attention keys and values are projected once.
 """
 
 from __future__ import annotations
@@ -98,22 +100,22 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
 
 
 def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
-  """Greedy decoding of the AR baseline: tokens [B, T], PAD after the first EOS (no KV cache)."""
+  """Greedy decoding of the AR baseline: tokens [B, T], PAD after the first EOS."""
   B, T = inputs_BS.shape[0], model.cfg.max_target_length
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
 
   def body(t, state):
-    out_BT, done_B = state
-    dec_in_BT = jnp.concatenate([jnp.full((B, 1), tokenizer_lib.BOS_ID, jnp.int32), out_BT[:, :-1]], 1)
-    dec_in_BT = jnp.where(jnp.arange(T)[None] <= t, dec_in_BT, tokenizer_lib.PAD_ID)
-    logits_BTV = losses.ban_never_predicted(model.decode(dec_in_BT, enc_BSD, enc_mask_BS))
-    next_B = jnp.argmax(logits_BTV[:, t], -1).astype(jnp.int32)
+    out_BT, done_B, prev_B, cache = state
+    logits_BV, cache = model.decode_step(prev_B, t, cache)
+    next_B = jnp.argmax(losses.ban_never_predicted(logits_BV), -1).astype(jnp.int32)
     next_B = jnp.where(done_B, tokenizer_lib.PAD_ID, next_B)
-    return out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID)
+    return (out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID), next_B,
+            cache)
 
-  out_BT = jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32)
-  out_BT, _ = jax.lax.fori_loop(0, T, body, (out_BT, jnp.zeros((B,), bool)))
-  return out_BT
+  state = (jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32), jnp.zeros((B,), bool),
+           jnp.full((B,), tokenizer_lib.BOS_ID, jnp.int32),
+           model.init_cache(enc_BSD, enc_mask_BS, T))
+  return jax.lax.fori_loop(0, T, body, state)[0]
 
 
 def length_penalty_factor(length: Array, alpha: float) -> Array:
@@ -130,6 +132,7 @@ class BeamState:
   finished_BKT: Array  # PAD after the EOS
   finished_score_BK: Array  # length-normalized, best first; -inf marks an empty slot
   num_finished_B: Array
+  cache: dict  # Transformer.init_cache of the B * K alive prefixes, in beam order
 
 
 def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
@@ -153,6 +156,7 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   enc_MSD = jnp.repeat(enc_BSD, K, axis=0)  # M = B * K
   enc_mask_MS = jnp.repeat(enc_mask_BS, K, axis=0)
+  prefix_keys = ("self_k", "self_v", "pos_v")  # the cache entries that depend on the prefix
 
   def gather_beams(x_BK, beam_BC):
     return jnp.take_along_axis(x_BK, beam_BC.reshape(beam_BC.shape + (1,) * (x_BK.ndim - 2)), 1)
@@ -162,11 +166,11 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
 
   def body(s: BeamState):
     t = s.t
-    bos_M1 = jnp.full((B * K, 1), tokenizer_lib.BOS_ID, jnp.int32)
-    dec_in_MT = jnp.concatenate([bos_M1, s.alive_BKT.reshape(B * K, T)[:, :-1]], 1)
-    dec_in_MT = jnp.where(jnp.arange(T)[None] <= t, dec_in_MT, tokenizer_lib.PAD_ID)
-    logits_MTV = losses.ban_never_predicted(model.decode(dec_in_MT, enc_MSD, enc_mask_MS))
-    logp_BKV = jax.nn.log_softmax(logits_MTV[:, t].astype(jnp.float32), -1).reshape(B, K, V)
+    last_M = jax.lax.dynamic_index_in_dim(s.alive_BKT, jnp.maximum(t - 1, 0), 2, False)
+    in_M = jnp.where(t == 0, tokenizer_lib.BOS_ID, last_M.reshape(B * K))
+    logits_MV, cache = model.decode_step(in_M, t, s.cache)
+    logits_MV = losses.ban_never_predicted(logits_MV)
+    logp_BKV = jax.nn.log_softmax(logits_MV.astype(jnp.float32), -1).reshape(B, K, V)
     cand_logp_BC, flat_BC = jax.lax.top_k(
         (s.alive_logp_BK[..., None] + logp_BKV).reshape(B, K * V), C)
     beam_BC, token_BC = flat_BC // V, (flat_BC % V).astype(jnp.int32)
@@ -182,17 +186,26 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
     finished_score_BK, pick_BK = jax.lax.top_k(score_BN, K)
     finished_BKT = gather_beams(jnp.concatenate([s.finished_BKT, cand_BCT], 1), pick_BK)
     alive_logp_BK, keep_BK = jax.lax.top_k(jnp.where(ends_BC, -jnp.inf, cand_logp_BC), K)
+    parent_BK = gather_beams(beam_BC, keep_BK)  # the alive beam each new one extends
+
+    def reorder(x_M___):
+      x_BK___ = x_M___.reshape(B, K, *x_M___.shape[1:])
+      return gather_beams(x_BK___, parent_BK).reshape(x_M___.shape)
+
+    cache = dict(cache, layers=[dict(c, **{k: reorder(c[k]) for k in prefix_keys if k in c})
+                                for c in cache["layers"]])
     return BeamState(t=t + 1, alive_BKT=gather_beams(cand_BCT, keep_BK),
                      alive_logp_BK=alive_logp_BK, finished_BKT=finished_BKT,
                      finished_score_BK=finished_score_BK,
-                     num_finished_B=s.num_finished_B + finish_BC.sum(-1))
+                     num_finished_B=s.num_finished_B + finish_BC.sum(-1), cache=cache)
 
   empty_BKT = jnp.full((B, K, T), tokenizer_lib.PAD_ID, jnp.int32)
   # One live slot per input at the start, so K copies of the empty prefix do not fill the beam.
   alive_logp_BK = jnp.broadcast_to(jnp.where(jnp.arange(K) == 0, 0.0, -jnp.inf), (B, K))
   state = BeamState(t=jnp.int32(0), alive_BKT=empty_BKT, alive_logp_BK=alive_logp_BK,
                     finished_BKT=empty_BKT, finished_score_BK=jnp.full((B, K), -jnp.inf),
-                    num_finished_B=jnp.zeros((B,), jnp.int32))
+                    num_finished_B=jnp.zeros((B,), jnp.int32),
+                    cache=model.init_cache(enc_MSD, enc_mask_MS, T))
   state = jax.lax.while_loop(cond, body, state)
   return {"tokens": state.finished_BKT[:, 0], "scores": state.finished_score_BK[:, 0],
           "beams": state.finished_BKT, "beam_scores": state.finished_score_BK, "steps": state.t}

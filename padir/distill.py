@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import ml_collections
 import numpy as np
+import tqdm
 from flax import nnx
 
 from padir import data
@@ -57,26 +58,58 @@ def load_teacher(teacher_workdir: str, step: int | None = None) -> train_lib.Loa
 
 
 def translate_sources(model, tok: tokenizer_lib.Tokenizer, sources: Sequence[str], *,
-                      beam_size: int, length_penalty: float, batch_size: int
+                      beam_size: int, length_penalty: float, batch_size: int,
+                      partial_path: str | None = None, desc: str = "distill"
                       ) -> tuple[list[str | None], dict[str, int]]:
-  """Teacher translations (None where left out) and the counts of each reason to leave out."""
+  """Teacher translations (None where left out) and the counts of each reason to leave out.
+
+  Sources are decoded in order of length, so a batch stops when its longest hypothesis does.
+  With partial_path, each batch's translations are appended there as JSON lines as soon as they
+  exist, and a rerun (after a kill) decodes only the sources that file does not have yet.
+  """
   max_len = model.cfg.max_source_length
-  fits = [len(tok.encode(s)) + 1 <= max_len for s in sources]
-  todo = [i for i, ok in enumerate(fits) if ok]
+  lengths = [len(tok.encode(s)) + 1 for s in sources]
+  todo = sorted((i for i, n in enumerate(lengths) if n <= max_len), key=lambda i: lengths[i])
   out: list[str | None] = [None] * len(sources)
   counts = {"too_long": len(sources) - len(todo), "empty": 0, "no_eos": 0}
-  for start in range(0, len(todo), batch_size):
-    rows = todo[start:start + batch_size]
-    inputs_BS = evaluate.encode_batch(tok, [sources[i] for i in rows], batch_size, max_len)
-    tokens_BT = np.asarray(_beam_tokens(model, inputs_BS, beam_size, length_penalty))
-    for i, ids in zip(rows, tokens_BT):
-      text = " ".join(tok.decode(ids).split())  # one line, no tab
-      if tokenizer_lib.EOS_ID not in ids:
-        counts["no_eos"] += 1
-      elif not text:
-        counts["empty"] += 1
-      else:
-        out[i] = text
+  done: dict[int, dict[str, Any]] = {}
+  if partial_path and os.path.exists(partial_path):
+    with open(partial_path, encoding="utf-8") as f:
+      for line in f:
+        try:
+          record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+          continue
+        if record.get("source") == sources[record["index"]]:
+          done[record["index"]] = record
+    logging.info("%s: %d translations from %s", desc, len(done), partial_path)
+  todo_now = [i for i in todo if i not in done]
+  log = open(partial_path, "a", encoding="utf-8") if partial_path else None
+  try:
+    with tqdm.tqdm(total=len(todo), initial=len(todo) - len(todo_now), desc=desc,
+                   unit="sentence") as bar:
+      for start in range(0, len(todo_now), batch_size):
+        rows = todo_now[start:start + batch_size]
+        inputs_BS = evaluate.encode_batch(tok, [sources[i] for i in rows], batch_size, max_len)
+        tokens_BT = np.asarray(_beam_tokens(model, inputs_BS, beam_size, length_penalty))
+        for i, ids in zip(rows, tokens_BT):
+          done[i] = {"index": i, "source": sources[i], "eos": bool(tokenizer_lib.EOS_ID in ids),
+                     "text": " ".join(tok.decode(ids).split())}  # one line, no tab
+          if log:
+            log.write(json.dumps(done[i], ensure_ascii=False) + "\n")
+        if log:
+          log.flush()
+        bar.update(len(rows))
+  finally:
+    if log:
+      log.close()
+  for i in todo:
+    if not done[i]["eos"]:
+      counts["no_eos"] += 1
+    elif not done[i]["text"]:
+      counts["empty"] += 1
+    else:
+      out[i] = done[i]["text"]
   return out, counts
 
 
@@ -104,8 +137,11 @@ def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, sourc
   for split in distill_splits:
     t0 = time.time()
     pairs = data.read_split(corpus_dir, split, source_lang, target_lang)
+    partial = f"{out_dir.rstrip('/')}.{split}.partial.jsonl"
+    _check_partial_settings(partial, manifest)
     targets, counts = translate_sources(model, tok, [s for s, _ in pairs], beam_size=beam_size,
-                                        length_penalty=length_penalty, batch_size=batch_size)
+                                        length_penalty=length_penalty, batch_size=batch_size,
+                                        partial_path=partial, desc=f"distill {split}")
     kept = [(s, t) for (s, _), t in zip(pairs, targets) if t is not None]
     if not kept:
       raise data.CorpusError(f"the teacher produced no usable translation of the {split} split "
@@ -125,7 +161,29 @@ def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, sourc
     shutil.rmtree(out_dir)
   os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
   os.replace(tmp, out_dir)
+  for split in distill_splits:
+    for path in (f"{out_dir.rstrip('/')}.{split}.partial.jsonl",
+                 f"{out_dir.rstrip('/')}.{split}.partial.json"):
+      if os.path.exists(path):
+        os.remove(path)
   return manifest
+
+
+def _check_partial_settings(partial: str, manifest: dict[str, Any]) -> None:
+  """Translations left by a killed run are reused only if they came from the same teacher and
+  decoding settings (recorded beside them); otherwise they are an error, not silently mixed."""
+  keys = ("teacher_workdir", "teacher_step", "beam_size", "length_penalty", "source_corpus")
+  settings = {k: manifest[k] for k in keys}
+  settings_path = partial[:-len("l")]  # .partial.json beside .partial.jsonl
+  if os.path.exists(partial) and os.path.exists(settings_path):
+    with open(settings_path, encoding="utf-8") as f:
+      found = json.load(f)
+    if found != settings:
+      raise ValueError(f"{partial} holds translations made with {found}, not {settings}: delete "
+                       f"it (and {settings_path}) to start the distillation afresh")
+  else:
+    with open(settings_path, "w", encoding="utf-8") as f:
+      json.dump(settings, f)
 
 
 def _latest_step(workdir: str) -> int:

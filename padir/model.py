@@ -83,9 +83,17 @@ class Attention(nnx.Module):
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
+    return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK)
+
+  def keys(self, k_BKD: Array) -> Array:
+    return jnp.einsum("BKD,DNH->BKNH", k_BKD, self.w_k_DNH[...])
+
+  def values(self, v_BKD: Array) -> Array:
+    return jnp.einsum("BKD,DNH->BKNH", v_BKD, self.w_v_DNH[...])
+
+  def attend(self, q_BQD: Array, k_BKNH: Array, v_BKNH: Array, mask_BQK: Array) -> Array:
+    """Attention over already projected keys and values (a KV cache holds those)."""
     q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD, self.w_q_DNH[...])
-    k_BKNH = jnp.einsum("BKD,DNH->BKNH", k_BKD, self.w_k_DNH[...])
-    v_BKNH = jnp.einsum("BKD,DNH->BKNH", v_BKD, self.w_v_DNH[...])
     logits_BNQK = jnp.einsum("BQNH,BKNH->BNQK", q_BQNH, k_BKNH) / jnp.sqrt(
         jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
@@ -150,6 +158,31 @@ class DecoderLayer(nnx.Module):
     h_BTD = self.norm_cross(x_BTD)
     x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
+
+
+  def step(self, x_M1D: Array, pos_1D: Array, t: Array, cache: dict[str, Array],
+           cross_k_MSNH: Array, cross_v_MSNH: Array, mask_M1S: Array,
+           pos_k_TNH: Array) -> tuple[Array, dict[str, Array]]:
+    """The causal (ar) layer at position t alone, given the projections of positions < t in
+    `cache` (self_k, self_v, pos_v: [M, T, N, H]); returns the output and the cache with
+    position t written. Equals __call__ at position t with the causal mask."""
+    M, T = cache["self_k"].shape[:2]
+    put = lambda c_MTNH, new_M1NH: jax.lax.dynamic_update_slice_in_dim(c_MTNH, new_M1NH, t, 1)
+    seen_M1T = jnp.broadcast_to((jnp.arange(T) <= t)[None, None], (M, 1, T))
+    h_M1D = self.norm_self(x_M1D)
+    cache = dict(cache, self_k=put(cache["self_k"], self.self_attention.keys(h_M1D)),
+                 self_v=put(cache["self_v"], self.self_attention.values(h_M1D)))
+    x_M1D = x_M1D + self.self_attention.attend(h_M1D, cache["self_k"], cache["self_v"], seen_M1T)
+    if self.positional_attention is not None:
+      h_M1D = self.norm_positional(x_M1D)
+      cache = dict(cache, pos_v=put(cache["pos_v"], self.positional_attention.values(h_M1D)))
+      pos_M1D = jnp.broadcast_to(pos_1D[None], x_M1D.shape)
+      pos_k_MTNH = jnp.broadcast_to(pos_k_TNH[None], cache["pos_v"].shape)
+      x_M1D = x_M1D + self.positional_attention.attend(pos_M1D, pos_k_MTNH, cache["pos_v"],
+                                                       seen_M1T)
+    h_M1D = self.norm_cross(x_M1D)
+    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, cross_k_MSNH, cross_v_MSNH, mask_M1S)
+    return x_M1D + self.ffn(self.norm_ffn(x_M1D)), cache
 
 
 class Transformer(nnx.Module):
@@ -217,6 +250,44 @@ class Transformer(nnx.Module):
     h_BTD = self.decoder_norm(x_BTD)
     return jnp.einsum("BTD,VD->BTV", h_BTD, self.embed_VD[...]) / jnp.sqrt(
         jnp.float32(self.cfg.d_model))
+
+
+  # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
+
+  def init_cache(self, enc_MSD: Array, enc_mask_MS: Array, max_len: int) -> dict[str, Any]:
+    """The decoding state of decode_step for M prefixes of at most max_len tokens."""
+    if self.cfg.decoder != "ar":
+      raise ValueError("a KV cache needs a model with decoder='ar'")
+    M, N, H = enc_MSD.shape[0], self.cfg.num_heads, self.cfg.head_dim
+    zeros = jnp.zeros((M, max_len, N, H), enc_MSD.dtype)
+    pos_TD = self.target_pos_TD[...][:max_len]
+    layers = []
+    for layer in self.decoder_layers:
+      c = {"self_k": zeros, "self_v": zeros,
+           "cross_k": layer.cross_attention.keys(enc_MSD),
+           "cross_v": layer.cross_attention.values(enc_MSD)}
+      if layer.positional_attention is not None:
+        c["pos_v"] = zeros
+        c["pos_k"] = layer.positional_attention.keys(pos_TD[None])[0]
+      layers.append(c)
+    return {"layers": layers, "enc_mask_M1S": enc_mask_MS[:, None, :]}
+
+  def decode_step(self, token_M: Array, t: Array, cache: dict[str, Any]
+                  ) -> tuple[Array, dict[str, Any]]:
+    """Logits [M, V] for position t given its input token (BOS at t=0, else the token at t-1)
+    and the cache of positions < t: decode()'s row t for a causal decoder, in O(t) work."""
+    pos_1D = jax.lax.dynamic_slice_in_dim(self.target_pos_TD[...], t, 1)
+    x_M1D = self._embed(token_M[:, None], pos_1D)
+    layers = []
+    for layer, c in zip(self.decoder_layers, cache["layers"]):
+      kv = {k: c[k] for k in ("self_k", "self_v", "pos_v") if k in c}
+      x_M1D, kv = layer.step(x_M1D, pos_1D, t, kv, c["cross_k"], c["cross_v"],
+                             cache["enc_mask_M1S"], c.get("pos_k"))
+      layers.append(dict(c, **kv))
+    h_MD = self.decoder_norm(x_M1D)[:, 0]
+    logits_MV = jnp.einsum("MD,VD->MV", h_MD, self.embed_VD[...]) / jnp.sqrt(
+        jnp.float32(self.cfg.d_model))
+    return logits_MV, dict(cache, layers=layers)
 
 
 def count_params(model: nnx.Module) -> int:

@@ -183,6 +183,23 @@ def _write_metrics(path: str, record: dict[str, Any]) -> None:
                         for k, v in record.items()}) + "\n")
 
 
+def _truncate_metrics(path: str, step: int) -> None:
+  """Drops records past `step` (written after the checkpoint a resumed run restarts from), so
+  metrics.jsonl holds one curve however often the run was killed; the file is replaced whole."""
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    lines = f.readlines()
+  keep = [l for l in lines if l.strip() and json.loads(l).get("step", 0) <= step]
+  if len(keep) == len(lines):
+    return
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.writelines(keep)
+  os.replace(tmp, path)
+  logging.info("metrics.jsonl: dropped %d records past step %d", len(lines) - len(keep), step)
+
+
 def evaluate_loss(eval_step, model, source, tok, config, place=lambda batch: batch
                   ) -> dict[str, float]:
   d = config.data
@@ -294,6 +311,8 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     nnx.update(optimizer, restored["optimizer"])
     train_iter.set_state(restored["data"])
     logging.info("resumed from step %d", step)
+    if jax.process_index() == 0:
+      _truncate_metrics(metrics_path, step)
 
   def save(step: int, force: bool = False) -> None:
     manager.save(step, force=force, args=ocp.args.Composite(

@@ -150,3 +150,35 @@ def test_beam_search_rejects_a_nar_model():
                               d_ff=16, decoder="nar")
   with pytest.raises(ValueError, match="decoder='ar'"):
     decode.beam_search(model_lib.Transformer(cfg, rngs=nnx.Rngs(0)), INPUTS, 2)
+
+
+@pytest.mark.parametrize("positional_attention", [True, False])
+def test_kv_cached_decode_step_equals_the_full_causal_decoder_pass(positional_attention):
+  """decode_step at position t, fed one token at a time, gives decode()'s logits row t."""
+  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=5, max_target_length=7,
+                              num_encoder_layers=1, num_decoder_layers=2, num_heads=2,
+                              d_model=16, d_ff=16, dropout_rate=0.0, decoder="ar",
+                              positional_attention=positional_attention)
+  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(3))
+  model.eval()
+  T = cfg.max_target_length
+  dec_in = np.random.default_rng(0).integers(6, V, size=(2, T)).astype(np.int32)
+  dec_in[:, 0] = tok_lib.BOS_ID
+  enc, mask = model.encode(INPUTS)  # the second source has a PAD
+  full = np.asarray(model.decode(jnp.asarray(dec_in), enc, mask))
+  cache = model.init_cache(enc, mask, T)
+  for t in range(T):
+    logits, cache = model.decode_step(jnp.asarray(dec_in[:, t]), jnp.int32(t), cache)
+    np.testing.assert_allclose(np.asarray(logits), full[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_decoding_equals_step_by_step_argmax_of_the_full_decoder():
+  model = _model(max_target_length=6, seed=2)
+  got = np.asarray(nnx.jit(decode.greedy_ar)(model, INPUTS))
+  for b in range(INPUTS.shape[0]):
+    out = []
+    while len(out) < 6 and (not out or out[-1] != tok_lib.EOS_ID):
+      logp = np.asarray(_logp(model, INPUTS[b:b + 1], _decoder_inputs([out + [0]], 6)))
+      out.append(int(np.argmax(logp[0, len(out)])))
+    np.testing.assert_array_equal(got[b, :len(out)], out)
+    assert (got[b, len(out):] == tok_lib.PAD_ID).all()

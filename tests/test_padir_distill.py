@@ -121,3 +121,34 @@ def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teac
   c.distill.beam_size = 4
   with pytest.raises(ValueError, match="holds a corpus distilled with"):
     distill.train(c, workdir)
+
+
+@pytest.mark.slow  # trains the teacher (shared with the tests above)
+def test_a_killed_distillation_resumes_from_its_partial_translations(corpus_dir, teacher,
+                                                                      tmp_path):
+  """Translations already on disk are reused, not recomputed (a planted one survives), a line cut
+  short by the kill is ignored, and the rest equal a fresh run's; other settings are an error."""
+  kw = dict(source_lang="en", target_lang="es", beam_size=2, batch_size=8)
+  fresh = distill.distill_corpus(teacher, corpus_dir, str(tmp_path / "fresh"), **kw)
+  fresh_pairs = data.read_split(str(tmp_path / "fresh"), "train", "en", "es")
+  assert not os.path.exists(str(tmp_path / "fresh") + ".train.partial.jsonl")  # cleaned up
+  # A run killed after two translations, one of them planted, the last line cut short.
+  out = str(tmp_path / "resumed")
+  sources = [s for s, _ in data.read_split(corpus_dir, "train", "en", "es")]
+  settings = {k: fresh[k] for k in ("teacher_workdir", "teacher_step", "beam_size",
+                                    "length_penalty", "source_corpus")}
+  with open(out + ".train.partial.json", "w", encoding="utf-8") as f:
+    json.dump(settings, f)
+  with open(out + ".train.partial.jsonl", "w", encoding="utf-8") as f:
+    f.write(json.dumps({"index": 0, "source": sources[0], "eos": True, "text": "PLANTED"}) + "\n")
+    f.write(json.dumps({"index": 1, "source": sources[1], "eos": True, "text": "cut"})[:20])
+  distill.distill_corpus(teacher, corpus_dir, out, **kw)
+  pairs = data.read_split(out, "train", "en", "es")
+  assert pairs[0] == (sources[0], "PLANTED")
+  assert pairs[1:] == [p for p in fresh_pairs if p[0] != sources[0]]
+  # Partial translations from another beam size are refused.
+  with open(out + ".train.partial.json", "w", encoding="utf-8") as f:
+    json.dump(dict(settings, beam_size=5), f)
+  open(out + ".train.partial.jsonl", "w").close()
+  with pytest.raises(ValueError, match="holds translations made with"):
+    distill.distill_corpus(teacher, corpus_dir, out, **kw)
