@@ -86,19 +86,20 @@ class Attention(nnx.Module):
     return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK)
 
   def keys(self, k_BKD: Array) -> Array:
-    return jnp.einsum("BKD,DNH->BKNH", k_BKD, self.w_k_DNH[...])
+    """Projected keys k_BNKH, heads before positions (the layout a KV cache is read in)."""
+    return jnp.einsum("BKD,DNH->BNKH", k_BKD, self.w_k_DNH[...])
 
   def values(self, v_BKD: Array) -> Array:
-    return jnp.einsum("BKD,DNH->BKNH", v_BKD, self.w_v_DNH[...])
+    return jnp.einsum("BKD,DNH->BNKH", v_BKD, self.w_v_DNH[...])
 
-  def attend(self, q_BQD: Array, k_BKNH: Array, v_BKNH: Array, mask_BQK: Array) -> Array:
+  def attend(self, q_BQD: Array, k_BNKH: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
     """Attention over already projected keys and values (a KV cache holds those)."""
     q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD, self.w_q_DNH[...])
-    logits_BNQK = jnp.einsum("BQNH,BKNH->BNQK", q_BQNH, k_BKNH) / jnp.sqrt(
+    logits_BNQK = jnp.einsum("BQNH,BNKH->BNQK", q_BQNH, k_BNKH) / jnp.sqrt(
         jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
     probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1))
-    out_BQNH = jnp.einsum("BNQK,BKNH->BQNH", probs_BNQK, v_BKNH)
+    out_BQNH = jnp.einsum("BNQK,BNKH->BQNH", probs_BNQK, v_BNKH)
     return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w_o_NHD[...])
 
 
@@ -161,27 +162,31 @@ class DecoderLayer(nnx.Module):
 
 
   def step(self, x_M1D: Array, pos_1D: Array, t: Array, cache: dict[str, Array],
-           cross_k_MSNH: Array, cross_v_MSNH: Array, mask_M1S: Array,
-           pos_k_TNH: Array) -> tuple[Array, dict[str, Array]]:
+           cross_k_MNSH: Array, cross_v_MNSH: Array, mask_M1S: Array,
+           pos_k_NTH: Array | None) -> tuple[Array, dict[str, Array]]:
     """The causal (ar) layer at position t alone, given the projections of positions < t in
-    `cache` (self_k, self_v, pos_v: [M, T, N, H]); returns the output and the cache with
+    `cache` (self_k, self_v, pos_v: [M, N, T, H]); returns the output and the cache with
     position t written. Equals __call__ at position t with the causal mask."""
-    M, T = cache["self_k"].shape[:2]
-    put = lambda c_MTNH, new_M1NH: jax.lax.dynamic_update_slice_in_dim(c_MTNH, new_M1NH, t, 1)
-    seen_M1T = jnp.broadcast_to((jnp.arange(T) <= t)[None, None], (M, 1, T))
+    M, _, T, _ = cache["self_k"].shape
+    put = lambda c_MNTH, new_MN1H: jax.lax.dynamic_update_slice_in_dim(c_MNTH, new_MN1H, t, 2)
+    seen_T = jnp.arange(T) <= t
     h_M1D = self.norm_self(x_M1D)
     cache = dict(cache, self_k=put(cache["self_k"], self.self_attention.keys(h_M1D)),
                  self_v=put(cache["self_v"], self.self_attention.values(h_M1D)))
-    x_M1D = x_M1D + self.self_attention.attend(h_M1D, cache["self_k"], cache["self_v"], seen_M1T)
+    x_M1D = x_M1D + self.self_attention.attend(
+        h_M1D, cache["self_k"], cache["self_v"], jnp.broadcast_to(seen_T[None, None], (M, 1, T)))
     if self.positional_attention is not None:
+      # Queries and keys come from positions only: the weights are the same for every prefix.
+      att = self.positional_attention
       h_M1D = self.norm_positional(x_M1D)
-      cache = dict(cache, pos_v=put(cache["pos_v"], self.positional_attention.values(h_M1D)))
-      pos_M1D = jnp.broadcast_to(pos_1D[None], x_M1D.shape)
-      pos_k_MTNH = jnp.broadcast_to(pos_k_TNH[None], cache["pos_v"].shape)
-      x_M1D = x_M1D + self.positional_attention.attend(pos_M1D, pos_k_MTNH, cache["pos_v"],
-                                                       seen_M1T)
+      cache = dict(cache, pos_v=put(cache["pos_v"], att.values(h_M1D)))
+      q_NH = jnp.einsum("D,DNH->NH", pos_1D[0], att.w_q_DNH[...])
+      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, pos_k_NTH) / jnp.sqrt(jnp.float32(q_NH.shape[-1]))
+      probs_NT = jax.nn.softmax(jnp.where(seen_T[None], logits_NT, NEG_INF), axis=-1)
+      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT, cache["pos_v"])
+      x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w_o_NHD[...])[:, None]
     h_M1D = self.norm_cross(x_M1D)
-    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, cross_k_MSNH, cross_v_MSNH, mask_M1S)
+    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, cross_k_MNSH, cross_v_MNSH, mask_M1S)
     return x_M1D + self.ffn(self.norm_ffn(x_M1D)), cache
 
 
@@ -259,7 +264,7 @@ class Transformer(nnx.Module):
     if self.cfg.decoder != "ar":
       raise ValueError("a KV cache needs a model with decoder='ar'")
     M, N, H = enc_MSD.shape[0], self.cfg.num_heads, self.cfg.head_dim
-    zeros = jnp.zeros((M, max_len, N, H), enc_MSD.dtype)
+    zeros = jnp.zeros((M, N, max_len, H), enc_MSD.dtype)
     pos_TD = self.target_pos_TD[...][:max_len]
     layers = []
     for layer in self.decoder_layers:
@@ -268,7 +273,7 @@ class Transformer(nnx.Module):
            "cross_v": layer.cross_attention.values(enc_MSD)}
       if layer.positional_attention is not None:
         c["pos_v"] = zeros
-        c["pos_k"] = layer.positional_attention.keys(pos_TD[None])[0]
+        c["pos_k"] = layer.positional_attention.keys(pos_TD[None])[0]  # [N, T, H]
       layers.append(c)
     return {"layers": layers, "enc_mask_M1S": enc_mask_MS[:, None, :]}
 

@@ -84,6 +84,15 @@ def attention(q_BLNH: Array, k_BSKH: Array, v_BSKH: Array, keep_BLS: Array,
   return o_BLKGH.reshape(B, L, N, H)
 
 
+def take_rows(x_BL___: Array, rows_BK: Array | None) -> Array:
+  """x at positions rows_BK along axis 1 (x unchanged if rows_BK is None or axis 1 has size 1,
+  e.g. a padding mask [B, 1, S] that broadcasts over queries)."""
+  if rows_BK is None or x_BL___.shape[1] == 1:
+    return x_BL___
+  idx = rows_BK.astype(jnp.int32).reshape(rows_BK.shape + (1,) * (x_BL___.ndim - 2))
+  return jnp.take_along_axis(x_BL___, idx, axis=1)
+
+
 def rope(x_BLNH: Array, positions_BL: Array, theta: float) -> Array:
   """Rotary position embedding, rotate-half convention (first and second half of H paired)."""
   H = x_BLNH.shape[-1]

@@ -116,20 +116,24 @@ class BertLayer(nnx.Module):
       y = y + d_BLO.reshape(y.shape)
     return y
 
-  def __call__(self, x_BLD: Array, keep_BLS: Array) -> Array:
+  def __call__(self, x_BLD: Array, keep_BLS: Array, rows_BK: Array | None = None) -> Array:
+    """The layer's output at every position, or at rows_BK only (then [B, K, D]: keys and values
+    still come from every position, but queries, the output projection and the MLP run on K
+    rows; the MLM needs nothing else from the last layer)."""
     c, dt = self.c, self.c.dtype
     w = lambda p: p[...].astype(dt)
-    q_BLNH = self._proj("q", "BLD,DNH->BLNH", x_BLD, self.q_DNH) + w(self.q_bias_NH)
+    xq_BQD = _layers.take_rows(x_BLD, rows_BK)  # Q = L, or K
+    q_BQNH = self._proj("q", "BLD,DNH->BLNH", xq_BQD, self.q_DNH) + w(self.q_bias_NH)
     k_BLNH = self._proj("k", "BLD,DNH->BLNH", x_BLD, self.k_DNH) + w(self.k_bias_NH)
     v_BLNH = self._proj("v", "BLD,DNH->BLNH", x_BLD, self.v_DNH) + w(self.v_bias_NH)
-    a_BLNH = _layers.attention(q_BLNH, k_BLNH, v_BLNH, keep_BLS)
-    a_BLD = self._proj("o", "BLNH,NHD->BLD", a_BLNH, self.o_NHD) + w(self.o_bias_D)
-    x_BLD = _layers.layer_norm(x_BLD + a_BLD, self.attn_norm_scale_D, self.attn_norm_bias_D,
+    a_BQNH = _layers.attention(q_BQNH, k_BLNH, v_BLNH, _layers.take_rows(keep_BLS, rows_BK))
+    a_BQD = self._proj("o", "BLNH,NHD->BLD", a_BQNH, self.o_NHD) + w(self.o_bias_D)
+    x_BQD = _layers.layer_norm(xq_BQD + a_BQD, self.attn_norm_scale_D, self.attn_norm_bias_D,
                                c.layer_norm_eps)
-    h_BLF = _layers.activation(c.hidden_act)(
-      self._proj("up", "BLD,DF->BLF", x_BLD, self.up_DF) + w(self.up_bias_F))
-    m_BLD = self._proj("down", "BLF,FD->BLD", h_BLF, self.down_FD) + w(self.down_bias_D)
-    return _layers.layer_norm(x_BLD + m_BLD, self.mlp_norm_scale_D, self.mlp_norm_bias_D,
+    h_BQF = _layers.activation(c.hidden_act)(
+      self._proj("up", "BLD,DF->BLF", x_BQD, self.up_DF) + w(self.up_bias_F))
+    m_BQD = self._proj("down", "BLF,FD->BLD", h_BQF, self.down_FD) + w(self.down_bias_D)
+    return _layers.layer_norm(x_BQD + m_BQD, self.mlp_norm_scale_D, self.mlp_norm_bias_D,
                               c.layer_norm_eps)
 
 
@@ -180,8 +184,9 @@ class Bert(nnx.Module):
     return jnp.broadcast_to(jnp.arange(L), (B, L))
 
   def encode(self, tokens_BL: Array, attention_mask_BL: Array | None = None,
-             token_types_BL: Array | None = None) -> Array:
-    """Final hidden states h_BLD (compute dtype)."""
+             token_types_BL: Array | None = None, rows_BK: Array | None = None) -> Array:
+    """Final hidden states h_BLD (compute dtype); with rows_BK, h_BKD at those positions only
+    (the last layer then computes only those rows)."""
     c = self.config
     B, L = tokens_BL.shape
     types_BL = jnp.zeros_like(tokens_BL) if token_types_BL is None else token_types_BL
@@ -191,9 +196,9 @@ class Bert(nnx.Module):
     x_BLD = _layers.layer_norm(x_BLD, self.embed_norm_scale_D, self.embed_norm_bias_D,
                                c.layer_norm_eps).astype(c.dtype)
     keep_B1S = _layers.padding_keep(attention_mask_BL, B, L)
-    for layer in self.layers:
-      x_BLD = layer(x_BLD, keep_B1S)
-    return x_BLD
+    for i, layer in enumerate(self.layers):
+      x_BLD = layer(x_BLD, keep_B1S, rows_BK if i == len(self.layers) - 1 else None)
+    return x_BLD if self.layers else _layers.take_rows(x_BLD, rows_BK)
 
   def mlm_logits(self, h_BKD: Array) -> Array:
     """The MLM head on the given hidden states only: logits_BKV, float32."""

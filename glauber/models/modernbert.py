@@ -111,19 +111,24 @@ class ModernBertLayer(nnx.Module):
     self.wo_FD = _layers.param(rngs, (F, D), pd)
     self.wo_bias_D = _layers.zeros((D,), pd) if c.mlp_bias else None
 
-  def __call__(self, x_BLD: Array, positions_BL: Array, keep_BLS: Array) -> Array:
+  def __call__(self, x_BLD: Array, positions_BL: Array, keep_BLS: Array,
+               rows_BK: Array | None = None) -> Array:
+    """Output at every position, or at rows_BK only ([B, K, D]; keys/values from all)."""
     c, dt = self.c, self.c.dtype
     w = lambda p: 0 if p is None else p[...].astype(dt)
     h_BLD = x_BLD if self.attn_norm is None else self.attn_norm(x_BLD)
     qkv_BL3NH = jnp.einsum("BLD,DCNH->BLCNH", h_BLD, w(self.qkv_D3NH)) + w(self.qkv_bias_3NH)
     theta = c.global_rope_theta if self.is_global else c.local_rope_theta
-    q_BLNH = _layers.rope(qkv_BL3NH[:, :, 0], positions_BL, theta)
+    q_BQNH = _layers.rope(_layers.take_rows(qkv_BL3NH[:, :, 0], rows_BK),
+                          _layers.take_rows(positions_BL, rows_BK), theta)
     k_BLNH = _layers.rope(qkv_BL3NH[:, :, 1], positions_BL, theta)
-    a_BLNH = _layers.attention(q_BLNH, k_BLNH, qkv_BL3NH[:, :, 2], keep_BLS)
-    x_BLD = x_BLD + jnp.einsum("BLNH,NHD->BLD", a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
-    u_BLCF = jnp.einsum("BLD,DCF->BLCF", self.mlp_norm(x_BLD), w(self.wi_DCF)) + w(self.wi_bias_CF)
-    g_BLF = _layers.activation(c.hidden_act)(u_BLCF[:, :, 0]) * u_BLCF[:, :, 1]
-    return x_BLD + jnp.einsum("BLF,FD->BLD", g_BLF, w(self.wo_FD)) + w(self.wo_bias_D)
+    a_BQNH = _layers.attention(q_BQNH, k_BLNH, qkv_BL3NH[:, :, 2],
+                               _layers.take_rows(keep_BLS, rows_BK))
+    x_BQD = (_layers.take_rows(x_BLD, rows_BK)
+             + jnp.einsum("BLNH,NHD->BLD", a_BQNH, w(self.o_NHD)) + w(self.o_bias_D))
+    u_BQCF = jnp.einsum("BLD,DCF->BLCF", self.mlp_norm(x_BQD), w(self.wi_DCF)) + w(self.wi_bias_CF)
+    g_BQF = _layers.activation(c.hidden_act)(u_BQCF[:, :, 0]) * u_BQCF[:, :, 1]
+    return x_BQD + jnp.einsum("BLF,FD->BLD", g_BQF, w(self.wo_FD)) + w(self.wo_bias_D)
 
 
 class ModernBert(nnx.Module):
@@ -143,7 +148,9 @@ class ModernBert(nnx.Module):
       self.decoder_VE = None if c.tie_word_embeddings else _layers.param(rngs, (V, D), pd)
       self.decoder_bias_V = _layers.zeros((V,), pd) if c.decoder_bias else None
 
-  def encode(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
+  def encode(self, tokens_BL: Array, attention_mask_BL: Array | None = None,
+             rows_BK: Array | None = None) -> Array:
+    """Final hidden states h_BLD; with rows_BK, h_BKD (the last layer computes those rows only)."""
     c = self.config
     B, L = tokens_BL.shape
     _layers.check_length(L, c.max_positions, "context (max_position_embeddings)")
@@ -152,8 +159,11 @@ class ModernBert(nnx.Module):
     global_B1S = _layers.padding_keep(attention_mask_BL, B, L)
     i_L1, j_1S = jnp.arange(L)[:, None], jnp.arange(L)[None, :]
     local_BLS = global_B1S & (jnp.abs(i_L1 - j_1S) <= c.window)[None]
-    for layer in self.layers:
-      x_BLD = layer(x_BLD, positions_BL, global_B1S if layer.is_global else local_BLS)
+    for i, layer in enumerate(self.layers):
+      x_BLD = layer(x_BLD, positions_BL, global_B1S if layer.is_global else local_BLS,
+                    rows_BK if i == len(self.layers) - 1 else None)
+    if not self.layers:
+      x_BLD = _layers.take_rows(x_BLD, rows_BK)
     return self.final_norm(x_BLD)
 
   def mlm_logits(self, h_BKD: Array) -> Array:
