@@ -102,16 +102,20 @@ def main() -> None:
     out, _ = nfold.run(jax.random.key(4), model, s, chains.init_state(start.tokens_BL[:size]), 1, 1)
     jax.block_until_ready(out.tokens_BL)
     size //= 2
-  t0 = time.perf_counter()
-  out, rec = nfold.run(jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule)
-  jax.block_until_ready(out.tokens_BL)
-  sec = time.perf_counter() - t0
-  fast = a.chains * a.steps / sec
-  jumps = np.asarray(rec["changes_B"])
-  print(f"T = {T}: plain {plain:.1f} steps/s ({a.plain_steps} steps x {a.chains} chains); "
-        f"rejection-free {fast:.1f} steps/s ({a.steps} steps x {a.chains} chains in {sec:.1f} s, "
-        f"{int(rec['iterations'])} iterations, jumps per chain {jumps.min()}-{jumps.max()}) "
-        f"= {fast / plain:.1f}x plain; peak RSS {peak_rss_mb():.0f} MB")
+  for memo in (0, None):  # without the memo of recent states, then with the default one
+    t0 = time.perf_counter()
+    out, rec = nfold.run(jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule,
+                         memo=memo)
+    jax.block_until_ready(out.tokens_BL)
+    sec = time.perf_counter() - t0
+    fast = a.chains * a.steps / sec
+    jumps, hits = np.asarray(rec["changes_B"]), np.asarray(rec["memo_hits"])
+    label = "no memo" if memo == 0 else f"memo of {nfold.memo_slots(s, a.chains)} states"
+    print(f"T = {T}: plain {plain:.1f} steps/s ({a.plain_steps} steps x {a.chains} chains); "
+          f"rejection-free, {label}: {fast:.1f} steps/s ({a.steps} steps x {a.chains} chains in "
+          f"{sec:.1f} s, {int(rec['iterations'])} iterations, jumps per chain "
+          f"{jumps.min()}-{jumps.max()}, memo hits {hits.sum()}) = {fast / plain:.1f}x plain; "
+          f"peak RSS {peak_rss_mb():.0f} MB", flush=True)
   for i in range(min(a.chains, 4)):
     print("  end:", tok.decode(out.tokens_BL[i, lay.offset:lay.offset + a.n]))
 

@@ -19,7 +19,9 @@ from the batch (`run(retire_every=, granule=)`), so a chain that keeps jumping (
 tokens) does not make every finished chain pay n rows per iteration while it catches up.
 
 Cost: one iteration is n forward rows against one per plain step, and advances on average
-1/(1 - s) steps; worth it when the median s exceeds about 1 - 1/n (`choose_mode`). Stay
+1/(1 - s) steps; worth it when the median s exceeds about 1 - 1/n (`choose_mode`). Each chain
+also remembers the conditionals of its last two states (`run(memo=)`): a chain that flips
+between two near-tied tokens pays for each state once, not at every return. Stay
 probabilities within ~1e-6 of 1 are not resolved in float32.
 
 Iteration j uses the key fold_in(key, j) (j = state.t counts iterations here), so resumed and
@@ -65,13 +67,14 @@ def _safe_logits(logits_BX: jax.Array) -> jax.Array:
 
 
 def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: jax.Array,
-              target_B: jax.Array):
+              target_B: jax.Array, logp_BNC: jax.Array | None = None):
   """One rejection-free iteration of every chain towards its target step.
   Returns (tokens_BL, steps_B, stay_B, logp_BN) with logp_BN = log p^T(x_i | x_-i) of the
-  state before the iteration."""
+  state before the iteration. logp_BNC: the state's site conditionals, if already known."""
   B = tokens_BL.shape[0]
   k_hold, k_site, k_token = jax.random.split(key, 3)
-  logp_BNC = all_site_logprobs(model, spec, tokens_BL)
+  if logp_BNC is None:
+    logp_BNC = all_site_logprobs(model, spec, tokens_BL)
   logp_BN = current_logprobs(spec, tokens_BL, logp_BNC)
   leave_BN = -jnp.expm1(logp_BN)                                  # 1 - p_i(x_i | x_-i)
   leave_B = leave_BN.mean(-1)                                     # 1 - s
@@ -93,33 +96,72 @@ def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: 
   return tokens_BL, steps_B, 1.0 - leave_B, logp_BN
 
 
+def memo_slots(spec: Spec, num_chains: int, budget_bytes: float = 256e6) -> int:
+  """The default memo: 2 states per chain (a chain flipping between two near-tied tokens then
+  evaluates each only once) if their conditionals fit in budget_bytes, else none."""
+  per_state = spec.num_sites * spec.candidates_C.shape[0] * 4
+  return 2 if 2 * num_chains * per_state <= budget_bytes else 0
+
+
+def _conditionals(model, spec: Spec, tokens_BL, memo, active_B):
+  """logp_BNC of the current states, from the memo where a chain's state is in it (no forward
+  pass at all when every chain's is), and the memo with the missed states written in (each
+  chain replaces its slots first in, first out). memo = (tokens_BSN, logp_BSNC, next_B, hits_B);
+  hits_B counts the hits of the chains still active_B."""
+  memo_BSN, memo_BSNC, next_B, hits_B = memo
+  free_BN = spec.free(tokens_BL)
+  hit_BS = jnp.all(memo_BSN == free_BN[:, None], axis=-1)
+  hit_B = hit_BS.any(-1)
+  cached_BNC = jnp.take_along_axis(memo_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None],
+                                   axis=1)[:, 0]
+  logp_BNC = jax.lax.cond(
+    jnp.all(hit_B), lambda: cached_BNC,
+    lambda: jnp.where(hit_B[:, None, None], cached_BNC, all_site_logprobs(model, spec, tokens_BL)))
+  write_BS = ~hit_B[:, None] & (jnp.arange(memo_BSN.shape[1])[None] == next_B[:, None])
+  memo_BSN = jnp.where(write_BS[..., None], free_BN[:, None], memo_BSN)
+  memo_BSNC = jnp.where(write_BS[..., None, None], logp_BNC[:, None], memo_BSNC)
+  next_B = jnp.where(hit_B, next_B, (next_B + 1) % memo_BSN.shape[1])
+  return logp_BNC, (memo_BSN, memo_BSNC, next_B, hits_B + (hit_B & active_B).astype(jnp.int32))
+
+
 @functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"))
 def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, logp_RBN, jumps_B,
-             *, record_every, max_iterations, sharding):
+             memo, *, record_every, max_iterations, sharding):
   """Up to max_iterations rejection-free iterations (fewer if every chain reaches end_B).
-  rec_RBN / logp_RBN collect the snapshots due at start_B + r * record_every (r = 1..R)."""
+  rec_RBN / logp_RBN collect the snapshots due at start_B + r * record_every (r = 1..R).
+  memo: see _conditionals (slot axis of size 0: no memo)."""
   num_records = rec_RBN.shape[0]
   due_RB = start_B[None] + record_every * (1 + jnp.arange(num_records))[:, None]
   t0 = t
+  use_memo = memo[0].shape[1] > 0
 
   def cond(carry):
     return jnp.any(carry[1] < end_B) & (carry[2] - t0 < max_iterations)
 
   def body(carry):
-    tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B = carry
+    tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B, memo = carry
+    logp_BNC = None
+    if use_memo:
+      logp_BNC, memo = _conditionals(model, spec, tokens_BL, memo, steps_B < end_B)
     new_BL, new_steps_B, _, logp_BN = iteration(kernel.step_key(key, t), model, spec, tokens_BL,
-                                                steps_B, end_B)
+                                                steps_B, end_B, logp_BNC)
     # Snapshots due at steps s..s+G (the held state), all before the end of the call.
     held_RB = (due_RB >= steps_B[None]) & (due_RB < new_steps_B[None])
     rec_RBN = jnp.where(held_RB[..., None], spec.free(tokens_BL)[None], rec_RBN)
     logp_RBN = jnp.where(held_RB[..., None], logp_BN[None], logp_RBN)
     jumps_B = jumps_B + jnp.any(new_BL != tokens_BL, axis=-1).astype(jnp.int32)
     return (constrain(new_BL, sharding), constrain(new_steps_B, sharding), t + 1, rec_RBN,
-            logp_RBN, jumps_B)
+            logp_RBN, jumps_B, memo)
 
   init = (constrain(tokens_BL, sharding), constrain(steps_B, sharding), t, rec_RBN, logp_RBN,
-          jumps_B)
+          jumps_B, memo)
   return jax.lax.while_loop(cond, body, init)
+
+
+def _empty_memo(B: int, slots: int, spec: Spec, dtype) -> tuple:
+  n, C = spec.num_sites, spec.candidates_C.shape[0]
+  return (jnp.full((B, slots, n), -1, dtype), jnp.zeros((B, slots, n, C), jnp.float32),
+          jnp.zeros((B,), jnp.int32), jnp.zeros((B,), jnp.int32))
 
 
 def _bucket(n: int, granule: int) -> int:
@@ -132,7 +174,7 @@ def _bucket(n: int, granule: int) -> int:
 
 def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
         record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None,
-        retire_every: int = 32, granule: int = 8):
+        retire_every: int = 32, granule: int = 8, memo: int | None = None):
   """Rejection-free twin of `chains.run(method="glauber")`: the same records (the states after
   every record_every steps of each chain), plus records["iterations"] (iterations spent) and
   records["changes_B"] (jumps of each chain). Chains run unsynchronised until the end of the
@@ -143,12 +185,20 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   so a call costs about sum over rounds of (batch size x iterations), not B x max_b(jumps_b).
   The schedule is a deterministic function of the call's inputs, so results are reproducible
   (resume, 1 vs 8 devices when 8 divides every batch size); retire_every=0 keeps the full batch.
+
+  memo: how many recent states each chain keeps the n site conditionals of (default
+  `memo_slots`: 2 when they fit in 256 MB, else 0). A chain back in a remembered state (the
+  flip-flop between two near-tied tokens of the slow regime) reuses them instead of a forward
+  pass; the conditionals are a function of the state, so the draws are the same with or
+  without. records["memo_hits"] counts the iterations each chain was served from it.
   """
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
                      f"{record_every}")
   if retire_every < 0 or granule < 1:
     raise ValueError(f"need retire_every >= 0 and granule >= 1, got {retire_every}, {granule}")
+  if memo is not None and memo < 0:
+    raise ValueError(f"memo={memo}: the number of remembered states per chain must be >= 0")
   model, state = place(model, state, mesh)
   sharding = chain_sharding(mesh)
   devices = 1 if mesh is None else mesh.shape["data"]
@@ -163,20 +213,32 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   rows = np.arange(B)   # the chains in the batch being iterated
   limit = retire_every or np.iinfo(np.int32).max
   put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
+  slots = memo_slots(spec, B) if memo is None else memo
+  memo_b = tuple(map(put, _empty_memo(B, slots, spec, tokens.dtype)))
+  hits = np.zeros(B, np.int32)
   while True:
-    tok_b, steps_b, t, rec_b, logp_b, jumps_b = _iterate(
+    tok_b, steps_b, t, rec_b, logp_b, jumps_b, memo_b = _iterate(
       key, model, spec, put(tokens[rows]), put(steps[rows]), t, put(start_B[rows]),
       put(end_B[rows]), jnp.asarray(rec[:, rows]), jnp.asarray(logp[:, rows]), put(jumps[rows]),
-      record_every=record_every, max_iterations=int(limit), sharding=sharding)
+      memo_b, record_every=record_every, max_iterations=int(limit), sharding=sharding)
     tokens[rows], steps[rows], jumps[rows] = tok_b, steps_b, jumps_b
     rec[:, rows], logp[:, rows] = rec_b, logp_b
+    hits[rows] += np.asarray(memo_b[3])
     active = np.flatnonzero(steps < end_B)
     if active.size == 0:
       break
     size = _bucket(active.size, granule)
     if size < rows.size and size % devices == 0 and retire_every:
       done = np.flatnonzero(steps >= end_B)   # padding: finished chains, which never jump
-      rows = np.concatenate([active, done[:size - active.size]])
+      new_rows = np.concatenate([active, done[:size - active.size]])
+      # The memo follows its chains; a padding chain new to the batch starts with an empty one.
+      where = {r: i for i, r in enumerate(rows)}
+      idx = np.array([where.get(r, -1) for r in new_rows])
+      fresh = _empty_memo(size, slots, spec, tokens.dtype)
+      memo_b = tuple(put(jnp.where((idx >= 0).reshape((-1,) + (1,) * (m.ndim - 1)),
+                                   m[np.maximum(idx, 0)], f)) for m, f in zip(memo_b, fresh))
+      rows = new_rows
+    memo_b = memo_b[:3] + (put(jnp.zeros((rows.size,), jnp.int32)),)
   tokens_BL = jnp.asarray(tokens)
   if num_records:   # the snapshot at the end of the call is the final state
     rec[-1] = np.asarray(spec.free(tokens_BL))
@@ -184,7 +246,7 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
       logp[-1] = np.asarray(current_logprobs(spec, tokens_BL,
                                              all_site_logprobs(model, spec, tokens_BL)))
   out = {"tokens_RBN": jnp.asarray(rec), "iterations": t - state.t,
-         "changes_B": jnp.asarray(jumps)}
+         "changes_B": jnp.asarray(jumps), "memo_hits": jnp.asarray(hits)}
   if record_logprobs:
     out["logp_RBN"] = jnp.asarray(logp)
   new_state = ChainState(tokens_BL, jnp.asarray(steps), t)
