@@ -20,8 +20,8 @@ tokens) does not make every finished chain pay n rows per iteration while it cat
 
 Cost: one iteration is n forward rows against one per plain step, and advances on average
 1/(1 - s) steps; worth it when the median s exceeds about 1 - 1/n (`choose_mode`). Each chain
-also remembers the conditionals of its last two states (`run(memo=)`): a chain that flips
-between two near-tied tokens pays for each state once, not at every return. Stay
+also remembers the conditionals of its most recently used states (`run(memo=)`, up to 8): a
+chain that flips between near-tied tokens pays for each state once, not at every return. Stay
 probabilities within ~1e-6 of 1 are not resolved in float32.
 
 Iteration j uses the key fold_in(key, j) (j = state.t counts iterations here), so resumed and
@@ -96,32 +96,37 @@ def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: 
   return tokens_BL, steps_B, 1.0 - leave_B, logp_BN
 
 
-def memo_slots(spec: Spec, num_chains: int, budget_bytes: float = 256e6) -> int:
-  """The default memo: 2 states per chain (a chain flipping between two near-tied tokens then
-  evaluates each only once) if their conditionals fit in budget_bytes, else none."""
-  per_state = spec.num_sites * spec.candidates_C.shape[0] * 4
-  return 2 if 2 * num_chains * per_state <= budget_bytes else 0
+def memo_slots(spec: Spec, num_chains: int, budget_bytes: float = 256e6, most: int = 8) -> int:
+  """The default memo: as many recent states per chain (up to `most`) as fit in budget_bytes,
+  none if fewer than 2 fit. Near a mode a few sites flip between near-tied tokens, so a chain
+  wanders over a handful of states (2^m for m such sites)."""
+  per_state = num_chains * spec.num_sites * spec.candidates_C.shape[0] * 4
+  slots = min(most, int(budget_bytes // max(per_state, 1)))
+  return slots if slots >= 2 else 0
 
 
-def _conditionals(model, spec: Spec, tokens_BL, memo, active_B):
+def _conditionals(model, spec: Spec, tokens_BL, memo, active_B, t):
   """logp_BNC of the current states, from the memo where a chain's state is in it (no forward
-  pass at all when every chain's is), and the memo with the missed states written in (each
-  chain replaces its slots first in, first out). memo = (tokens_BSN, logp_BSNC, next_B, hits_B);
-  hits_B counts the hits of the chains still active_B."""
-  memo_BSN, memo_BSNC, next_B, hits_B = memo
+  pass at all when every chain's is), and the memo with the missed states written in, each in
+  its chain's least recently used slot. memo = (tokens_BSN, logp_BSNC, used_BS, hits_B):
+  used_BS is the iteration a slot was last used (-1: empty), hits_B counts the hits of the
+  chains still active_B."""
+  memo_BSN, memo_BSNC, used_BS, hits_B = memo
   free_BN = spec.free(tokens_BL)
-  hit_BS = jnp.all(memo_BSN == free_BN[:, None], axis=-1)
+  hit_BS = jnp.all(memo_BSN == free_BN[:, None], axis=-1) & (used_BS >= 0)
   hit_B = hit_BS.any(-1)
   cached_BNC = jnp.take_along_axis(memo_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None],
                                    axis=1)[:, 0]
   logp_BNC = jax.lax.cond(
     jnp.all(hit_B), lambda: cached_BNC,
     lambda: jnp.where(hit_B[:, None, None], cached_BNC, all_site_logprobs(model, spec, tokens_BL)))
-  write_BS = ~hit_B[:, None] & (jnp.arange(memo_BSN.shape[1])[None] == next_B[:, None])
+  S = memo_BSN.shape[1]
+  victim_BS = jax.nn.one_hot(jnp.argmin(used_BS, -1), S, dtype=jnp.bool_)
+  write_BS = ~hit_B[:, None] & victim_BS
   memo_BSN = jnp.where(write_BS[..., None], free_BN[:, None], memo_BSN)
   memo_BSNC = jnp.where(write_BS[..., None, None], logp_BNC[:, None], memo_BSNC)
-  next_B = jnp.where(hit_B, next_B, (next_B + 1) % memo_BSN.shape[1])
-  return logp_BNC, (memo_BSN, memo_BSNC, next_B, hits_B + (hit_B & active_B).astype(jnp.int32))
+  used_BS = jnp.where(write_BS | hit_BS, t, used_BS)
+  return logp_BNC, (memo_BSN, memo_BSNC, used_BS, hits_B + (hit_B & active_B).astype(jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"))
@@ -142,7 +147,7 @@ def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, l
     tokens_BL, steps_B, t, rec_RBN, logp_RBN, jumps_B, memo = carry
     logp_BNC = None
     if use_memo:
-      logp_BNC, memo = _conditionals(model, spec, tokens_BL, memo, steps_B < end_B)
+      logp_BNC, memo = _conditionals(model, spec, tokens_BL, memo, steps_B < end_B, t)
     new_BL, new_steps_B, _, logp_BN = iteration(kernel.step_key(key, t), model, spec, tokens_BL,
                                                 steps_B, end_B, logp_BNC)
     # Snapshots due at steps s..s+G (the held state), all before the end of the call.
@@ -161,7 +166,7 @@ def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, l
 def _empty_memo(B: int, slots: int, spec: Spec, dtype) -> tuple:
   n, C = spec.num_sites, spec.candidates_C.shape[0]
   return (jnp.full((B, slots, n), -1, dtype), jnp.zeros((B, slots, n, C), jnp.float32),
-          jnp.zeros((B,), jnp.int32), jnp.zeros((B,), jnp.int32))
+          jnp.full((B, slots), -1, jnp.int32), jnp.zeros((B,), jnp.int32))
 
 
 def _bucket(n: int, granule: int) -> int:
@@ -186,9 +191,9 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   The schedule is a deterministic function of the call's inputs, so results are reproducible
   (resume, 1 vs 8 devices when 8 divides every batch size); retire_every=0 keeps the full batch.
 
-  memo: how many recent states each chain keeps the n site conditionals of (default
-  `memo_slots`: 2 when they fit in 256 MB, else 0). A chain back in a remembered state (the
-  flip-flop between two near-tied tokens of the slow regime) reuses them instead of a forward
+  memo: how many recently used states each chain keeps the n site conditionals of (default
+  `memo_slots`: up to 8 within 256 MB, else 0). A chain back in a remembered state (the
+  flip-flops between near-tied tokens of the slow regime) reuses them instead of a forward
   pass; the conditionals are a function of the state, so the draws are the same with or
   without. records["memo_hits"] counts the iterations each chain was served from it.
   """

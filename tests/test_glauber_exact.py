@@ -90,14 +90,15 @@ def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_e
   check_laws(exact, rec, 8)
 
 
-@pytest.mark.parametrize("retire_every", [0, 32])
-def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exact, retire_every):
-  """Chains that remember their last two states' conditionals (the default here) make the same
-  moves as chains that recompute them, and the memo serves the revisits: the tiny chain returns
-  to recent states often."""
+@pytest.mark.parametrize("retire_every,slots", [(0, 2), (32, 3)])
+def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exact, retire_every,
+                                                                             slots):
+  """Chains that remember their recent states' conditionals make the same moves as chains that
+  recompute them, and the memo serves exactly the revisits of remembered states (the tiny
+  chain returns to recent states often)."""
   model = exact[0]
   kw = dict(retire_every=retire_every, granule=4)
-  s_on, rec_on = nfold.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=2, **kw)
+  s_on, rec_on = nfold.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=slots, **kw)
   s_off, rec_off = nfold.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=0, **kw)
   np.testing.assert_array_equal(np.asarray(rec_on["tokens_RBN"]), np.asarray(rec_off["tokens_RBN"]))
   np.testing.assert_array_equal(np.asarray(s_on.steps_B), np.asarray(s_off.steps_B))
@@ -105,8 +106,9 @@ def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exa
   assert (np.asarray(rec_off["memo_hits"]) == 0).all()
   # The hits, replayed from a step-by-step record: a chain's iterations start in x0, x1, ...
   # (the states after each jump), plus one in the final state unless the last jump came at the
-  # last step; a hit is an iteration in one of the two states last computed (first in, first out).
-  _, rec = nfold.run(jax.random.key(8), model, spec(), start(64), 48, 1, memo=2, **kw)
+  # last step; a hit is an iteration in a remembered state; a miss replaces the least recently
+  # used one.
+  _, rec = nfold.run(jax.random.key(8), model, spec(), start(64), 48, 1, memo=slots, **kw)
   idx_RB = np.concatenate([np.full((1, 64), state_index(CANDIDATES[X0])[0]),
                            state_index(np.asarray(rec["tokens_RBN"]))])
   expected = []
@@ -115,16 +117,18 @@ def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exa
     visits = [idx_RB[0, b], *idx_RB[changed + 1, b]]
     if changed.size and changed[-1] == 47:
       visits = visits[:-1]
-    slots, hits = [], 0
+    recent, hits = [], 0   # least recently used first
     for x in visits:
-      if x in slots:
+      if x in recent:
         hits += 1
-      else:
-        slots = (slots + [x])[-2:]
+        recent.remove(x)
+      elif len(recent) == slots:
+        recent.pop(0)
+      recent.append(x)
     expected.append(hits)
   np.testing.assert_array_equal(np.asarray(rec["memo_hits"]), expected)
   assert sum(expected) > 0
-  assert nfold.memo_slots(spec(), 64) == 2 and nfold.memo_slots(spec(), 64, budget_bytes=1) == 0
+  assert nfold.memo_slots(spec(), 64) == 8 and nfold.memo_slots(spec(), 64, budget_bytes=1) == 0
   with pytest.raises(ValueError, match="memo=-1"):
     nfold.run(jax.random.key(7), model, spec(), start(4), 1, 1, memo=-1)
 
