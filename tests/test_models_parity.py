@@ -56,6 +56,22 @@ def test_masked_logits_are_full_logits_at_those_positions(checkpoints, arch):
   np.testing.assert_allclose(masked, expected, atol=1e-5, rtol=0)
 
 
+def test_large_batches_run_in_chunks_with_the_same_logits(checkpoints, monkeypatch):
+  """With the chunk limit at 2 sequences, a batch of 6 runs as 3 chunks of rows {j, j+3}."""
+  from glauber.models import mlm
+  model, _ = gm.load(checkpoints["BertForMaskedLM"][0])
+  tokens, mask = batch(model.config, B=6)
+  L = tokens.shape[1]
+  monkeypatch.setattr(mlm, "CPU_CHUNK_TOKENS", 2 * L)
+  assert mlm._num_chunks(6, L, 2 * L) == 3 and mlm._num_chunks(7, L, 5 * L) == 1  # 7 is prime
+  positions = np.array([[0, 5], [12, 1], [19, 3], [2, 6], [7, 7], [4, 9]])
+  chunked = np.asarray(jax.jit(gm.masked_logits.__wrapped__)(
+      model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask)))
+  full = np.asarray(_full(model, jnp.asarray(tokens), jnp.asarray(mask)))
+  np.testing.assert_allclose(chunked, np.take_along_axis(full, positions[..., None], axis=1),
+                             atol=1e-5, rtol=0)
+
+
 def test_masked_logits_vmap_over_sequences_equals_batch(checkpoints):
   model, _ = gm.load(checkpoints["BertForMaskedLM"][0])
   tokens, mask = batch(model.config, B=4)
