@@ -29,6 +29,7 @@ import tqdm
 from flax import nnx
 
 from padir import bible
+from padir import curves
 from padir import data
 from padir import evaluate
 from padir import losses
@@ -360,4 +361,9 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         save(step, force=True)
   manager.wait_until_finished()
   manager.close()
+  if jax.process_index() == 0:
+    try:  # the figure and report are a convenience: a failure must not fail a finished run
+      curves.write_report(workdir)
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("could not write %s/report.md and curves.png: %s", workdir, e)
   return last

@@ -76,3 +76,25 @@ def test_ar_baseline_trains_and_translates(corpus_dir, tmp_path):
   last = train_lib.train(c, str(tmp_path / "ar"))
   assert np.isfinite(last["train_loss"]) and "train_stage1_loss" not in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
+
+
+def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
+  """A resumed run's metrics.jsonl may repeat a step: the last record counts; the report's
+  table holds each evaluation once, with its values, and the figure is written."""
+  from padir import curves
+  records = [{"step": 50, "train_loss": 9.0, "steps_per_second": 0.5},
+             {"step": 100, "train_loss": 8.0, "steps_per_second": 0.5},
+             {"step": 100, "valid_loss": 7.5, "valid_bleu": 1.25, "example": {"source": "a"}},
+             {"step": 100, "train_loss": 7.9, "steps_per_second": 0.4},  # after a resume
+             {"step": 200, "valid_loss": 6.5, "valid_bleu": 3.5}]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  train, evals = curves.read_metrics(str(tmp_path))
+  assert [r["train_loss"] for r in train] == [9.0, 7.9]
+  assert [r["step"] for r in evals] == [100, 200]
+  curves.write_report(str(tmp_path))
+  assert (tmp_path / "curves.png").stat().st_size > 1000
+  text = (tmp_path / "report.md").read_text()
+  assert "| 100 | 7.5 | 1.25 |" in text and "| 200 | 6.5 | 3.5 |" in text
+  assert "last training loss 7.900, 2.50 s/step" in text
+  with pytest.raises(FileNotFoundError, match="not a training run directory"):
+    curves.read_metrics(str(tmp_path / "nowhere"))

@@ -1,0 +1,100 @@
+"""Training curves and a report from run directories' metrics.jsonl.
+
+  python -m padir.curves runs/padir_bible_en_es runs/padir_bible_en_es_ar \
+      runs/padir_bible_en_es_distill --out runs/padir_bible_curves.png
+
+One figure, three panels over the training step: training loss (token cross-entropy, plus the
+length loss for PaDIR), validation token loss, validation BLEU; one line per run. train_lib
+writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, Sequence
+
+
+def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+  """(training records, evaluation records) of a run, one per step (the last one written)."""
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path} does not exist: {workdir!r} is not a training run directory")
+  train, evals = {}, {}
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      if not line.strip():
+        continue
+      r = json.loads(line)
+      (train if "train_loss" in r else evals)[r["step"]] = r
+  return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
+
+
+def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = None) -> str:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  labels = list(labels or [os.path.basename(os.path.normpath(w)) for w in workdirs])
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+  for workdir, label in zip(workdirs, labels):
+    train, evals = read_metrics(workdir)
+    axes[0].plot([r["step"] for r in train], [r["train_loss"] for r in train], label=label)
+    ev = [r for r in evals if "valid_loss" in r]
+    axes[1].plot([r["step"] for r in ev], [r["valid_loss"] for r in ev], "o-", label=label)
+    bl = [r for r in evals if "valid_bleu" in r]
+    axes[2].plot([r["step"] for r in bl], [r["valid_bleu"] for r in bl], "o-", label=label)
+  for ax, title in zip(axes, ("training loss", "validation loss", "validation BLEU (SacreBLEU)")):
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    ax.legend()
+  fig.tight_layout()
+  fig.savefig(out_path, dpi=100)
+  plt.close(fig)
+  return out_path
+
+
+def report(workdir: str) -> str:
+  """Markdown: the run's evaluations (step, losses, accuracies, BLEU, stutter) and last example."""
+  train, evals = read_metrics(workdir)
+  cols = [c for c in ("valid_loss", "valid_token_loss", "valid_length_loss", "valid_accuracy",
+                      "valid_stage1_accuracy", "valid_stage2_accuracy", "valid_length_accuracy",
+                      "valid_bleu", "valid_stutter") if any(c in r for r in evals)]
+  lines = [f"# {os.path.basename(os.path.normpath(workdir))}", ""]
+  if train:
+    last = train[-1]
+    lines += [f"{last['step']} training steps; last training loss {last['train_loss']:.3f}, "
+              f"{1 / last['steps_per_second']:.2f} s/step over the last log interval.", ""]
+  lines += ["| step | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+  for r in evals:
+    cells = [f"{r[c]:.4g}" if c in r else "" for c in cols]
+    lines.append(f"| {r['step']} | " + " | ".join(cells) + " |")
+  example = next((r["example"] for r in reversed(evals) if "example" in r), None)
+  if example:
+    lines += ["", "Last example:", "", *(f"- {k}: {v}" for k, v in example.items())]
+  lines += ["", "![curves](curves.png)", ""]
+  return "\n".join(lines)
+
+
+def write_report(workdir: str) -> None:
+  plot([workdir], os.path.join(workdir, "curves.png"))
+  with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
+    f.write(report(workdir))
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("workdirs", nargs="+")
+  p.add_argument("--out", default="curves.png")
+  p.add_argument("--reports", action="store_true", help="also write each run's report.md")
+  a = p.parse_args()
+  print(plot(a.workdirs, a.out))
+  for w in a.workdirs:
+    if a.reports:
+      write_report(w)
+    print(report(w))
+
+
+if __name__ == "__main__":
+  main()
