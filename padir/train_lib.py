@@ -25,6 +25,7 @@ import ml_collections
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+import tensorboardX
 import tqdm
 from flax import nnx
 
@@ -176,12 +177,19 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   return train_step, eval_step
 
 
-def _write_metrics(path: str, record: dict[str, Any]) -> None:
+def _write_metrics(path: str, record: dict[str, Any], tb_writer=None) -> None:
+  """Appends the record to metrics.jsonl and its numbers to the TensorBoard event file."""
   if jax.process_index() != 0:
     return
+  record = {k: (float(v) if isinstance(v, (jax.Array, np.generic)) else v)
+            for k, v in record.items()}
   with open(path, "a", encoding="utf-8") as f:
-    f.write(json.dumps({k: (float(v) if isinstance(v, (jax.Array, np.generic)) else v)
-                        for k, v in record.items()}) + "\n")
+    f.write(json.dumps(record) + "\n")
+  if tb_writer is not None:
+    for k, v in record.items():
+      if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        tb_writer.add_scalar(k, v, record["step"])
+    tb_writer.flush()
 
 
 def _truncate_metrics(path: str, step: int) -> None:
@@ -254,6 +262,9 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
   metrics_path = os.path.join(workdir, "metrics.jsonl")
+  # TensorBoard event files (tensorboardX, no TensorFlow): `tensorboard --logdir WORKDIR/tb`.
+  tb_writer = (tensorboardX.SummaryWriter(os.path.join(workdir, "tb"))
+               if jax.process_index() == 0 else None)
 
   # Data: each process reads its rows of every global batch.
   prepare_corpus(config)
@@ -346,7 +357,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         if not np.isfinite(record["train_loss"]):
           raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
         bar.set_postfix(loss=f"{record['train_loss']:.3f}")
-        _write_metrics(metrics_path, record)
+        _write_metrics(metrics_path, record, tb_writer)
         last.update(record)
         sums, n_sum, t_start = {}, 0, time.time()
       if step % t.eval_every == 0 or step == t.num_train_steps:
@@ -355,12 +366,14 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                   **evaluate_loss(eval_step, model, sources["valid"], tok, config, place)}
         if config.decode.num_examples > 0:
           record.update(evaluate_translation(model, sources["valid"], tok, config))
-        _write_metrics(metrics_path, record)
+        _write_metrics(metrics_path, record, tb_writer)
         last.update(record)
       if step % t.checkpoint_every == 0 or step == stop_at:
         save(step, force=True)
   manager.wait_until_finished()
   manager.close()
+  if tb_writer is not None:
+    tb_writer.close()
   if jax.process_index() == 0:
     try:  # the figure and report are a convenience: a failure must not fail a finished run
       curves.write_report(workdir)

@@ -44,6 +44,31 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(corpus_dir, tm
   assert all(np.isfinite(r["train_loss"]) for r in records if "train_loss" in r)
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]
   assert os.path.isfile(os.path.join(workdir, "config.json"))
+  # The TensorBoard event file, read as raw TFRecords and decoded with the Event protobuf,
+  # holds the same scalars as metrics.jsonl.
+  scalars = _event_scalars(os.path.join(workdir, "tb"))
+  for r in records:
+    for k, v in r.items():
+      if k != "step" and isinstance(v, float):
+        assert scalars[(k, r["step"])] == pytest.approx(v, rel=1e-6)
+  assert ("train_loss", 2) in scalars and ("valid_loss", 4) in scalars
+  assert os.path.isfile(os.path.join(workdir, "report.md"))
+
+
+def _event_scalars(logdir):
+  import struct
+  from tensorboardX.proto import event_pb2
+  out = {}
+  for name in os.listdir(logdir):
+    data = open(os.path.join(logdir, name), "rb").read()
+    i = 0
+    while i < len(data):   # TFRecord: u64 length, u32 crc, payload, u32 crc
+      (n,) = struct.unpack("<Q", data[i:i + 8])
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      i += 12 + n + 4
+      for value in event.summary.value:
+        out[(value.tag, event.step)] = value.simple_value
+  return out
 
 
 def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
