@@ -80,11 +80,19 @@ def translate_sources(model, tok: tokenizer_lib.Tokenizer, sources: Sequence[str
           record = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a kill
           continue
-        if record.get("source") == sources[record["index"]]:
-          done[record["index"]] = record
+        i = record.get("index", -1)
+        if 0 <= i < len(sources) and record.get("source") == sources[i]:
+          done[i] = record
     logging.info("%s: %d translations from %s", desc, len(done), partial_path)
   todo_now = [i for i in todo if i not in done]
+  cut_short = False  # a last line cut short by a kill: the next record starts on its own line
+  if partial_path and os.path.isfile(partial_path) and os.path.getsize(partial_path):
+    with open(partial_path, "rb") as f:
+      f.seek(-1, os.SEEK_END)
+      cut_short = f.read(1) != b"\n"
   log = open(partial_path, "a", encoding="utf-8") if partial_path else None
+  if cut_short:
+    log.write("\n")
   try:
     with tqdm.tqdm(total=len(todo), initial=len(todo) - len(todo_now), desc=desc,
                    unit="sentence") as bar:
