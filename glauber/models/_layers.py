@@ -45,10 +45,17 @@ def rms_norm(x_BLD: Array, scale_D: nnx.Param, eps: float) -> Array:
   return (y * scale_D[...].astype(jnp.float32)).astype(x_BLD.dtype)
 
 
+def gelu_erf(x: Array) -> Array:
+  """Exact GELU, x (1 + erf(x / sqrt 2)) / 2, written with erf as PyTorch writes it: on XLA CPU
+  twice as fast as jax.nn.gelu's erfc form (which is more accurate only where GELU is below
+  1e-6 in magnitude); 2% of BERT-base's forward at batch 16."""
+  return 0.5 * x * (1.0 + jax.lax.erf(x * jnp.asarray(1.0 / math.sqrt(2.0), x.dtype)))
+
+
 def activation(name: str):
   """Hugging Face activation names -> functions (exact erf GELU for "gelu", as in PyTorch)."""
   table = {
-    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu": gelu_erf,
     "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_fast": lambda x: jax.nn.gelu(x, approximate=True),
@@ -82,6 +89,16 @@ def attention(q_BLNH: Array, k_BSKH: Array, v_BSKH: Array, keep_BLS: Array,
   p_BKGLS = jax.nn.softmax(s_BKGLS, axis=-1).astype(v_BSKH.dtype)
   o_BLKGH = jnp.einsum("BKGLS,BSKH->BLKGH", p_BKGLS, v_BSKH)
   return o_BLKGH.reshape(B, L, N, H)
+
+
+def merge_heads(a_BLNH: Array, o_NHD: Array) -> Array:
+  """The attention output projection, sum over heads and head width, as one [N H, D] matmul.
+
+  Written as the two-axis einsum "BLNH,NHD->BLD", XLA CPU lays the contraction out as (H, N)
+  and transposes the kernel on every call (a 2.4 MB copy per BERT-base layer); BERT-base's
+  forward at batch 16 ran 4% slower that way."""
+  B, L, N, H = a_BLNH.shape
+  return jnp.einsum("BLE,ED->BLD", a_BLNH.reshape(B, L, N * H), o_NHD.reshape(N * H, -1))
 
 
 def take_rows(x_BL___: Array, rows_BK: Array | None) -> Array:

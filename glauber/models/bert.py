@@ -105,9 +105,11 @@ class BertLayer(nnx.Module):
         kernel[...].dtype)
     self.lora = nnx.data(None)
 
-  def _proj(self, name: str, spec: str, x: Array, kernel: nnx.Param) -> Array:
+  def _proj(self, name: str, spec: str | None, x: Array, kernel: nnx.Param) -> Array:
+    """x projected by kernel (plus its LoRA adapter); spec None: the heads' output projection."""
     dt = self.c.dtype
-    y = jnp.einsum(spec, x, kernel[...].astype(dt))
+    y = (_layers.merge_heads(x, kernel[...].astype(dt)) if spec is None
+         else jnp.einsum(spec, x, kernel[...].astype(dt)))
     if self.lora is not None and name in self.lora:
       ab = self.lora[name]
       x_BLI = x.reshape(*x.shape[:2], -1)
@@ -127,7 +129,7 @@ class BertLayer(nnx.Module):
     k_BLNH = self._proj("k", "BLD,DNH->BLNH", x_BLD, self.k_DNH) + w(self.k_bias_NH)
     v_BLNH = self._proj("v", "BLD,DNH->BLNH", x_BLD, self.v_DNH) + w(self.v_bias_NH)
     a_BQNH = _layers.attention(q_BQNH, k_BLNH, v_BLNH, _layers.take_rows(keep_BLS, rows_BK))
-    a_BQD = self._proj("o", "BLNH,NHD->BLD", a_BQNH, self.o_NHD) + w(self.o_bias_D)
+    a_BQD = self._proj("o", None, a_BQNH, self.o_NHD) + w(self.o_bias_D)
     x_BQD = _layers.layer_norm(xq_BQD + a_BQD, self.attn_norm_scale_D, self.attn_norm_bias_D,
                                c.layer_norm_eps)
     h_BQF = _layers.activation(c.hidden_act)(

@@ -72,7 +72,7 @@ class GPT2Block(nnx.Module):
     scale = c.head_dim ** -0.5 / ((self.i + 1) if c.scale_by_inverse_layer else 1)
     a_BLNH = _layers.attention(qkv_BLCNH[:, :, 0], qkv_BLCNH[:, :, 1], qkv_BLCNH[:, :, 2],
                                keep_BLS, scale)
-    x_BLD = x_BLD + jnp.einsum("BLNH,NHD->BLD", a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
+    x_BLD = x_BLD + _layers.merge_heads(a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
     h_BLD = _layers.layer_norm(x_BLD, self.ln2_scale_D, self.ln2_bias_D, c.layer_norm_eps)
     u_BLF = _layers.activation(c.act)(jnp.einsum("BLD,DF->BLF", h_BLD, w(self.fc_DF))
                                       + w(self.fc_bias_F))

@@ -96,7 +96,7 @@ class LlamaBlock(nnx.Module):
     q_BLNH = _layers.rope(q_BLNH, positions_BL, c.rope_theta)
     k_BLKH = _layers.rope(k_BLKH, positions_BL, c.rope_theta)
     a_BLNH = _layers.attention(q_BLNH, k_BLKH, v_BLKH, keep_BLS)
-    x_BLD = x_BLD + jnp.einsum("BLNH,NHD->BLD", a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
+    x_BLD = x_BLD + _layers.merge_heads(a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
     h_BLD = _layers.rms_norm(x_BLD, self.mlp_norm_D, c.rms_norm_eps)
     g_BLF = jnp.einsum("BLD,DF->BLF", h_BLD, w(self.gate_DF)) + w(self.gate_bias_F)
     u_BLF = jnp.einsum("BLD,DF->BLF", h_BLD, w(self.up_DF)) + w(self.up_bias_F)

@@ -125,7 +125,7 @@ class ModernBertLayer(nnx.Module):
     a_BQNH = _layers.attention(q_BQNH, k_BLNH, qkv_BL3NH[:, :, 2],
                                _layers.take_rows(keep_BLS, rows_BK))
     x_BQD = (_layers.take_rows(x_BLD, rows_BK)
-             + jnp.einsum("BLNH,NHD->BLD", a_BQNH, w(self.o_NHD)) + w(self.o_bias_D))
+             + _layers.merge_heads(a_BQNH, w(self.o_NHD)) + w(self.o_bias_D))
     u_BQCF = jnp.einsum("BLD,DCF->BLCF", self.mlp_norm(x_BQD), w(self.wi_DCF)) + w(self.wi_bias_CF)
     g_BQF = _layers.activation(c.hidden_act)(u_BQCF[:, :, 0]) * u_BQCF[:, :, 1]
     return x_BQD + jnp.einsum("BLF,FD->BLD", g_BQF, w(self.wo_FD)) + w(self.wo_bias_D)
