@@ -150,7 +150,7 @@ def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--batches", default="1,16,64,256")
   parser.add_argument("--min_seconds", type=float, default=3.0)
-  parser.add_argument("--rounds", type=int, default=2, help="interleaved repeats; best is kept")
+  parser.add_argument("--rounds", type=int, default=3, help="interleaved repeats; best is kept")
   parser.add_argument("--worker", choices=["jax", "torch"])
   parser.add_argument("--dir")
   args = parser.parse_args()

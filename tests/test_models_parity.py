@@ -140,3 +140,25 @@ def test_bfloat16_checkpoint_loads_into_float32_params(tmp_path):
   tokens, mask = batch(reference.config)
   np.testing.assert_allclose(_ours_logits("LlamaForCausalLM", model, tokens, mask)[mask == 1],
                              torch_logits(reference, tokens, mask)[mask == 1], atol=1e-4)
+
+
+def test_exact_gelu_matches_the_float64_closed_form():
+  """The erf-form GELU (the models' "gelu") is x Phi(x) to float32 precision, tails included,
+  and keeps a bfloat16 input bfloat16."""
+  import math
+  from glauber.models._layers import activation
+  x = np.linspace(-12.0, 12.0, 48001, dtype=np.float32)
+  exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x.astype(np.float64)])
+  ours = np.asarray(activation("gelu")(jnp.asarray(x)), np.float64)
+  assert np.abs(ours - exact).max() < 2e-6
+  assert activation("gelu")(jnp.ones(3, jnp.bfloat16)).dtype == jnp.bfloat16
+
+
+def test_heads_output_projection_is_the_sum_over_heads():
+  from glauber.models._layers import merge_heads
+  rng = np.random.default_rng(0)
+  a_BLNH = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+  o_NHD = rng.standard_normal((3, 4, 6)).astype(np.float32)
+  want = np.einsum("blnh,nhd->bld", a_BLNH.astype(np.float64), o_NHD.astype(np.float64))
+  np.testing.assert_allclose(np.asarray(merge_heads(jnp.asarray(a_BLNH), jnp.asarray(o_NHD))),
+                             want, rtol=1e-5, atol=1e-5)
