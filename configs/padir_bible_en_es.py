@@ -10,7 +10,10 @@ d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 Budget: within an hour on an idle 2-core CPU. Measured 2026-11-21: 8.4M parameters, 2.1 s per
 training step (two-stage loss) with nothing else running, so 1,000 steps (~35 minutes) with
 evaluations every 250; the distilled variant (configs/padir_bible_en_es_distill.py) trains the
-same way after its teacher's translations are made, so the two compare at equal cost. Expected result: NOT MEASURED YET (no full run made); read valid_bleu in metrics.jsonl.
+same way after its teacher's translations are made, so the two compare at equal cost.
+Result (runs/padir_bible_en_es, 2026-11-21): validation BLEU 0.53 after 1,000 steps (0.33 /
+0.40 / 0.53 / 0.53 at steps 250-1,000), validation token loss 5.28, stutter 0.071; the run's
+report.md and curves.png hold the rest.
 On an accelerator raise num_train_steps (the paper: 500k at batch 2048). A killed run resumes
 from its last checkpoint when the same command is rerun.
 """

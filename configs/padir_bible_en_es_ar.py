@@ -10,8 +10,9 @@ configs/padir_bible_en_es_distill.py then trains PaDIR on this model's translati
 Budget: 1.17 s per training step on an idle 2-core CPU (measured 2026-11-21). The reported run
 (runs/padir_bible_en_es_ar) made its first 500 steps under a 3,000-step schedule and was resumed
 at 2,000 steps to leave time for the PaDIR runs (the learning rate at step 500 moved from 0.97 to
-0.93 of its peak); 2,000 steps take about 40 minutes. Expected result: NOT MEASURED YET (no full run made). Beam search has no KV cache, so an
-evaluation costs about max_target_length decoder passes over 5 x decode.batch_size prefixes.
+0.93 of its peak); 2,000 steps take about 40 minutes. Result: validation BLEU 5.48 with 5 beams,
+validation token loss 4.37 (4.69 at step 1,000), stutter 0.001. Beam search decodes with a KV
+cache, one position per step.
 """
 
 import ml_collections

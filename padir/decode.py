@@ -156,7 +156,6 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   enc_MSD = jnp.repeat(enc_BSD, K, axis=0)  # M = B * K
   enc_mask_MS = jnp.repeat(enc_mask_BS, K, axis=0)
-  prefix_keys = ("self_k", "self_v", "pos_v")  # the cache entries that depend on the prefix
 
   def gather_beams(x_BK, beam_BC):
     return jnp.take_along_axis(x_BK, beam_BC.reshape(beam_BC.shape + (1,) * (x_BK.ndim - 2)), 1)
@@ -192,8 +191,9 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
       x_BK___ = x_M___.reshape(B, K, *x_M___.shape[1:])
       return gather_beams(x_BK___, parent_BK).reshape(x_M___.shape)
 
-    cache = dict(cache, layers=[dict(c, **{k: reorder(c[k]) for k in prefix_keys if k in c})
-                                for c in cache["layers"]])
+    cache = dict(cache, layers=[
+        dict(c, **{k: reorder(c[k]) for k in model_lib.PREFIX_CACHE_KEYS if k in c})
+        for c in cache["layers"]])
     return BeamState(t=t + 1, alive_BKT=gather_beams(cand_BCT, keep_BK),
                      alive_logp_BK=alive_logp_BK, finished_BKT=finished_BKT,
                      finished_score_BK=finished_score_BK,

@@ -145,8 +145,8 @@ def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, sourc
   for split in distill_splits:
     t0 = time.time()
     pairs = data.read_split(corpus_dir, split, source_lang, target_lang)
-    partial = f"{out_dir.rstrip('/')}.{split}.partial.jsonl"
-    _check_partial_settings(partial, manifest)
+    partial, settings_path = _partial_paths(out_dir, split)
+    _check_partial_settings(partial, settings_path, manifest)
     targets, counts = translate_sources(model, tok, [s for s, _ in pairs], beam_size=beam_size,
                                         length_penalty=length_penalty, batch_size=batch_size,
                                         partial_path=partial, desc=f"distill {split}")
@@ -170,19 +170,23 @@ def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, sourc
   os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
   os.replace(tmp, out_dir)
   for split in distill_splits:
-    for path in (f"{out_dir.rstrip('/')}.{split}.partial.jsonl",
-                 f"{out_dir.rstrip('/')}.{split}.partial.json"):
+    for path in _partial_paths(out_dir, split):
       if os.path.exists(path):
         os.remove(path)
   return manifest
 
 
-def _check_partial_settings(partial: str, manifest: dict[str, Any]) -> None:
+def _partial_paths(out_dir: str, split: str) -> tuple[str, str]:
+  """A split's translations so far (JSON lines) and the settings they were made with."""
+  stem = f"{out_dir.rstrip('/')}.{split}.partial"
+  return stem + ".jsonl", stem + ".json"
+
+
+def _check_partial_settings(partial: str, settings_path: str, manifest: dict[str, Any]) -> None:
   """Translations left by a killed run are reused only if they came from the same teacher and
   decoding settings (recorded beside them); otherwise they are an error, not silently mixed."""
   keys = ("teacher_workdir", "teacher_step", "beam_size", "length_penalty", "source_corpus")
   settings = {k: manifest[k] for k in keys}
-  settings_path = partial[:-len("l")]  # .partial.json beside .partial.jsonl
   if os.path.exists(partial) and os.path.exists(settings_path):
     with open(settings_path, encoding="utf-8") as f:
       found = json.load(f)

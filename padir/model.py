@@ -160,7 +160,6 @@ class DecoderLayer(nnx.Module):
     x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
 
-
   def step(self, x_M1D: Array, pos_1D: Array, t: Array, cache: dict[str, Array],
            cross_k_MNSH: Array, cross_v_MNSH: Array, mask_M1S: Array,
            pos_k_NTH: Array | None) -> tuple[Array, dict[str, Array]]:
@@ -188,6 +187,11 @@ class DecoderLayer(nnx.Module):
     h_M1D = self.norm_cross(x_M1D)
     x_M1D = x_M1D + self.cross_attention.attend(h_M1D, cross_k_MNSH, cross_v_MNSH, mask_M1S)
     return x_M1D + self.ffn(self.norm_ffn(x_M1D)), cache
+
+
+# The entries of a decoder layer's KV cache that depend on the prefix (a beam search reorders
+# them with its beams; the cross-attention and positional keys do not).
+PREFIX_CACHE_KEYS = ("self_k", "self_v", "pos_v")
 
 
 class Transformer(nnx.Module):
@@ -252,10 +256,12 @@ class Transformer(nnx.Module):
     pos_BTD = jnp.broadcast_to(pos_TD[None], x_BTD.shape)
     for layer in self.decoder_layers:
       x_BTD = layer(x_BTD, pos_BTD, enc_BSD, mask_BTT, mask_BTS)
-    h_BTD = self.decoder_norm(x_BTD)
-    return jnp.einsum("BTD,VD->BTV", h_BTD, self.embed_VD[...]) / jnp.sqrt(
-        jnp.float32(self.cfg.d_model))
+    return self._logits(self.decoder_norm(x_BTD))
 
+  def _logits(self, h_xD: Array) -> Array:
+    """The output layer: tied to the embeddings, scaled by 1 / sqrt(d_model)."""
+    return jnp.einsum("...D,VD->...V", h_xD, self.embed_VD[...]) / jnp.sqrt(
+        jnp.float32(self.cfg.d_model))
 
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
 
@@ -285,14 +291,11 @@ class Transformer(nnx.Module):
     x_M1D = self._embed(token_M[:, None], pos_1D)
     layers = []
     for layer, c in zip(self.decoder_layers, cache["layers"]):
-      kv = {k: c[k] for k in ("self_k", "self_v", "pos_v") if k in c}
+      kv = {k: c[k] for k in PREFIX_CACHE_KEYS if k in c}
       x_M1D, kv = layer.step(x_M1D, pos_1D, t, kv, c["cross_k"], c["cross_v"],
                              cache["enc_mask_M1S"], c.get("pos_k"))
       layers.append(dict(c, **kv))
-    h_MD = self.decoder_norm(x_M1D)[:, 0]
-    logits_MV = jnp.einsum("MD,VD->MV", h_MD, self.embed_VD[...]) / jnp.sqrt(
-        jnp.float32(self.cfg.d_model))
-    return logits_MV, dict(cache, layers=layers)
+    return self._logits(self.decoder_norm(x_M1D)[:, 0]), dict(cache, layers=layers)
 
 
 def count_params(model: nnx.Module) -> int:
