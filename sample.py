@@ -1,12 +1,12 @@
-"""Runs samplers and measurements: Ising chains, Glauber chains on MLMs, PaDIR decoding.
+"""Runs samplers and measurements: Ising chains, Glauber chains on MLMs, MLM evaluation.
 
   python sample.py --config configs/NAME.py --workdir DIR [--config.key=value ...]
+  python sample.py --help          # the configs this entry point runs
 
-The config names its job (`config.job = "package.module:function"`); the config file's header
-comment gives the exact command and what it reproduces.
+Training and fitting configs run with train.py; this entry point refuses them.
 """
 
-import entry
+from gmlm import cli
 
 if __name__ == "__main__":
-  entry.cli()
+  cli.main("sample.py")

@@ -1,12 +1,12 @@
-"""Fits models: k-pseudolikelihood on Ising data, MLM fine-tuning, PaDIR training.
+"""Fits and trains: k-pseudolikelihood on Ising data, MLM fine-tuning, PaDIR training.
 
   python train.py --config configs/NAME.py --workdir DIR [--config.key=value ...]
+  python train.py --help           # the configs this entry point runs
 
-The config names its job (`config.job = "package.module:function"`); the config file's header
-comment gives the exact command and what it reproduces.
+Sampling and measurement configs run with sample.py; this entry point refuses them.
 """
 
-import entry
+from gmlm import cli
 
 if __name__ == "__main__":
-  entry.cli()
+  cli.main("train.py")

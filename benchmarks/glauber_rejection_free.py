@@ -59,8 +59,9 @@ def main() -> None:
   p.add_argument("--temperatures", default="0.3,0.2,0.15,0.1,0.07,0.05,0.03")
   a = p.parse_args()
 
-  import glauber.models as gm
-  from glauber import chains, init_states, nfold
+  from gmlm import nn as gm
+  from glauber import chains, init_states
+  from glauber import rejection_free as nfold
   model, tok = gm.load(a.model)
   cands = chains.candidate_ids(tok, model.config.vocab_size)
   lay = init_states.layout(tok, a.n, "", init_states.max_sequence_length(model))

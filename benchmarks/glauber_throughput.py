@@ -48,8 +48,9 @@ def _sequences(B: int, seed: int = 0) -> np.ndarray:
 
 def jax_worker(directory: str, chains_list: list[int], nfold_chains: int) -> dict:
   import jax
-  import glauber.models as gm
-  from glauber import chains, nfold
+  from gmlm import nn as gm
+  from glauber import chains
+  from glauber import rejection_free as nfold
   model = gm.load_model(directory)
   cands = np.arange(999, 30522)             # bert-base-uncased: ids below 999 are special/unused
   spec = lambda T: chains.make_spec(cands, 30522, MASK, 1, N, T)

@@ -77,7 +77,7 @@ def _timed_once(fn) -> float:
 def _jax_runner(directory: str):
   import jax
   import jax.numpy as jnp
-  import glauber.models as gm
+  from gmlm import nn as gm
   model = gm.load_model(directory)
   fn = jax.jit(gm.masked_logits)
 

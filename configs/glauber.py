@@ -19,7 +19,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.sample_job:run"
+  c.job = "glauber.jobs.sample"
   c.model = "default"          # "default" (the embedded English MLM), an HF id or a local dir
   c.dtype = "float32"          # compute dtype; "bfloat16" is faster, float32 for exactness
   c.temperature = 1.0          # 0 = argmax, inf = uniform over the candidates

@@ -15,7 +15,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.coupling_job:run"
+  c.job = "glauber.jobs.coupling"
   c.model = "default"
   c.dtype = "float32"
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"

@@ -15,7 +15,7 @@ from ml_collections import ConfigDict
 
 def get_config() -> ConfigDict:
   c = ConfigDict()
-  c.job = "ising.experiments:hitting_times"
+  c.job = "ising.jobs.hitting"
   c.seed = 0
   c.n = 10
   c.clique_size = 4

@@ -18,7 +18,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "ising.mple_experiments:asymptotics"
+  c.job = "ising.jobs.mple_asymptotics"
   c.n_sites = 4
   c.field = 0.0
   c.couplings = (0.05, 0.3)

@@ -15,7 +15,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "ising.mple_experiments:error_vs_samples"
+  c.job = "ising.jobs.mple_error"
   c.n_sites = 4              # N = |C|: the whole model is one clique
   c.field = 0.0              # h_i
   c.couplings = (0.05, 0.3)  # J of eq. (5): Figure 1, Figure 2

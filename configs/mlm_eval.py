@@ -13,7 +13,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.mlm_eval:evaluate_job"
+  c.job = "glauber.jobs.mlm_eval"
   c.model = "default"          # "default", an HF id or a local BertForMaskedLM directory
   c.dtype = "float32"
   c.sources = ("wiki", "news")

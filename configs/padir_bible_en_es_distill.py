@@ -29,7 +29,7 @@ from configs import padir_bible_en_es
 
 def get_config() -> ml_collections.ConfigDict:
   config = padir_bible_en_es.get_config()
-  config.job = "padir.distill:train"
+  config.job = "padir.jobs.distill"
 
   config.distill = ml_collections.ConfigDict()
   config.distill.teacher_workdir = "runs/padir_bible_en_es_ar"  # the AR teacher's run directory

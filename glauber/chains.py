@@ -2,7 +2,7 @@
 
 The state of a chain is a full token sequence tokens[L] = [CLS] prefix x_1..x_n [SEP]; only the
 n free sites (positions offset .. offset+n-1) ever change. A step is block dynamics over the
-MLM conditional oracle (`glauber.kernel`):
+MLM conditional oracle (`gmlm.core`: blocks and draws):
 
   method="glauber"   pick a free site uniformly, put [MASK] there, redraw it from
                      p_i^T(a | x_-i) ∝ exp(s_i(a; x_-i) / T) (the MLM head at that site only).
@@ -35,8 +35,9 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from glauber import kernel
-from glauber.models import masked_logits
+from gmlm.core import blocks, draws
+from gmlm.core import mesh as mesh_lib
+from gmlm.nn import masked_logits
 
 Method = Literal["glauber", "sweep", "block", "parallel"]
 METHODS = ("glauber", "sweep", "block", "parallel")
@@ -115,32 +116,14 @@ def make_spec(candidates, vocab_size: int, mask_id: int, offset: int, num_sites:
 
 def tempered_logprobs(spec: Spec, logits_XV: jax.Array) -> jax.Array:
   """log p^T over the candidates, logp_XC (-inf outside the top-k / top-p set)."""
-  s_XC = jnp.take(logits_XV.astype(jnp.float32), spec.candidates_C, axis=-1)
-  T = spec.temperature
-  if T == 0.0:
-    z_XC = jnp.where(s_XC == s_XC.max(-1, keepdims=True), 0.0, -jnp.inf)
-  elif math.isinf(T):
-    z_XC = jnp.zeros_like(s_XC)
-  else:
-    z_XC = s_XC / jnp.float32(T)
-  C = z_XC.shape[-1]
-  if 0 < spec.top_k < C:
-    kth_X1 = jax.lax.top_k(z_XC, spec.top_k)[0][..., -1:]
-    z_XC = jnp.where(z_XC >= kth_X1, z_XC, -jnp.inf)
-  if spec.top_p < 1.0:
-    sorted_XC = -jnp.sort(-z_XC, axis=-1)
-    p_sorted_XC = jax.nn.softmax(sorted_XC, axis=-1)
-    before_XC = jnp.cumsum(p_sorted_XC, axis=-1) - p_sorted_XC   # mass strictly above
-    kept_XC = before_XC < spec.top_p
-    floor_X1 = jnp.min(jnp.where(kept_XC, sorted_XC, jnp.inf), axis=-1, keepdims=True)
-    z_XC = jnp.where(z_XC >= floor_X1, z_XC, -jnp.inf)
-  return jax.nn.log_softmax(z_XC, axis=-1)
+  s_XC = jnp.take(logits_XV, spec.candidates_C, axis=-1)
+  return draws.temper(s_XC, spec.temperature, spec.top_k, spec.top_p)
 
 
 def site_logprobs(model, spec: Spec, tokens_BL: jax.Array, sites_BK: jax.Array) -> jax.Array:
   """logp_BKC of the k sites (indices into the free sites), all k masked in one sequence."""
   positions_BK = spec.offset + sites_BK
-  masked_BL = kernel.write_block(tokens_BL, positions_BK,
+  masked_BL = blocks.write_block(tokens_BL, positions_BK,
                                  jnp.full(sites_BK.shape, spec.mask_id, tokens_BL.dtype))
   return tempered_logprobs(spec, masked_logits(model, masked_BL, positions_BK))
 
@@ -181,26 +164,25 @@ def make_step(method: Method, k: int = 1):
     B, n = tokens_BL.shape[0], spec.num_sites
     k_sites, k_draw = jax.random.split(key)
     if method == "parallel":
-      sites_BN = kernel.all_sites(B, n)
+      sites_BN = blocks.all_sites(B, n)
       logp_BNC = all_site_logprobs(model, spec, tokens_BL)
-      return kernel.draw_product(k_draw, tokens_BL, spec.offset + sites_BN, logp_BNC,
+      return draws.draw_product(k_draw, tokens_BL, spec.offset + sites_BN, logp_BNC,
                                  spec.candidates_C)
     if method == "sweep":
-      sites_BK = kernel.sweep_blocks(t, B, n, k)
+      sites_BK = blocks.sweep_blocks(t, B, n, k)
     else:
-      sites_BK = kernel.random_blocks(k_sites, B, n, 1 if method == "glauber" else k)
+      sites_BK = blocks.random_blocks(k_sites, B, n, 1 if method == "glauber" else k)
     logp_BKC = site_logprobs(model, spec, tokens_BL, sites_BK)
-    return kernel.draw_product(k_draw, tokens_BL, spec.offset + sites_BK, logp_BKC,
+    return draws.draw_product(k_draw, tokens_BL, spec.offset + sites_BK, logp_BKC,
                                spec.candidates_C)
   return step
 
 
 def chain_sharding(mesh: Mesh | None, axis: str = "data") -> NamedSharding | None:
-  return None if mesh is None else NamedSharding(mesh, P(axis))
+  return mesh_lib.batch_sharding(mesh, 1, axis)
 
 
-def constrain(x, sharding):
-  return x if sharding is None else jax.lax.with_sharding_constraint(x, sharding)
+constrain = mesh_lib.constrain
 
 
 def place(model, state: ChainState, mesh: Mesh | None):
@@ -228,7 +210,7 @@ def _run(key, model, spec, state, *, num_records, record_every, method, k, recor
   step = make_step(method, k)
 
   def one_step(tokens_BL, t):
-    return constrain(step(kernel.step_key(key, t), t, model, spec, tokens_BL), sharding), None
+    return constrain(step(blocks.step_key(key, t), t, model, spec, tokens_BL), sharding), None
 
   def one_record(carry, _):
     tokens_BL, t = carry

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from glauber import kernel
+from gmlm.core import blocks, draws, randbits
 from glauber.chains import Spec, chain_sharding, constrain, place, site_logprobs, init_state
 
 
@@ -35,9 +35,9 @@ def maximal_coupling(key: jax.Array, logp_XC: jax.Array, logq_XC: jax.Array):
   overlap_X = m_XC.sum(-1)                                        # 1 - TV(p, q)
   k_u, k_m, k_p, k_q = jax.random.split(key, 4)
   same_X = jax.random.uniform(k_u, overlap_X.shape) < overlap_X
-  c_X = kernel.categorical(k_m, _log_mass(m_XC))
-  a_X = jnp.where(same_X, c_X, kernel.categorical(k_p, _log_mass(p_XC - m_XC)))
-  b_X = jnp.where(same_X, c_X, kernel.categorical(k_q, _log_mass(q_XC - m_XC)))
+  c_X = draws.categorical(k_m, _log_mass(m_XC))
+  a_X = jnp.where(same_X, c_X, draws.categorical(k_p, _log_mass(p_XC - m_XC)))
+  b_X = jnp.where(same_X, c_X, draws.categorical(k_q, _log_mass(q_XC - m_XC)))
   return a_X, b_X
 
 
@@ -45,20 +45,20 @@ def coupled_step(key, model, spec: Spec, x_BL: jax.Array, y_BL: jax.Array):
   """One maximally coupled Glauber step of every pair."""
   B = x_BL.shape[0]
   k_site, k_draw = jax.random.split(key)
-  sites_B1 = kernel.random_blocks(k_site, B, spec.num_sites, 1)
+  sites_B1 = blocks.random_blocks(k_site, B, spec.num_sites, 1)
   sites_R1 = jnp.concatenate([sites_B1, sites_B1])
   logp_RC = site_logprobs(model, spec, jnp.concatenate([x_BL, y_BL]), sites_R1)[:, 0]
   a_B, b_B = maximal_coupling(k_draw, logp_RC[:B], logp_RC[B:])
   positions_B1 = spec.offset + sites_B1
-  return (kernel.write_block(x_BL, positions_B1, spec.candidates_C[a_B][:, None]),
-          kernel.write_block(y_BL, positions_B1, spec.candidates_C[b_B][:, None]))
+  return (blocks.write_block(x_BL, positions_B1, spec.candidates_C[a_B][:, None]),
+          blocks.write_block(y_BL, positions_B1, spec.candidates_C[b_B][:, None]))
 
 
 @functools.partial(jax.jit, static_argnames=("num_records", "record_every", "sharding"))
 def _run(key, model, spec, x_BL, y_BL, start_step, *, num_records, record_every, sharding):
   def one_step(carry, t):
     x_BL, y_BL, meet_B = carry
-    x_BL, y_BL = coupled_step(kernel.step_key(key, t), model, spec, x_BL, y_BL)
+    x_BL, y_BL = coupled_step(blocks.step_key(key, t), model, spec, x_BL, y_BL)
     equal_B = jnp.all(spec.free(x_BL) == spec.free(y_BL), axis=-1)
     meet_B = jnp.where((meet_B < 0) & equal_B, t + 1, meet_B)
     return (constrain(x_BL, sharding), constrain(y_BL, sharding), meet_B), None

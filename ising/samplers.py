@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from glauber import kernel
+from gmlm.core import blocks, draws, randbits
 from ising.model import Ising, check_block_size
 
 Method = Literal["gibbs", "parallel"]
@@ -60,7 +60,7 @@ def glauber_update(model: Ising, x_BN: jax.Array, site_B: jax.Array, u_B: jax.Ar
   J_BN = model.J[site_B]
   f_B = model.h[site_B] + 2.0 * jnp.sum(J_BN * x_BN.astype(jnp.float32), axis=-1)
   new_B = jnp.where(u_B < jax.nn.sigmoid(2.0 * f_B), 1, -1).astype(x_BN.dtype)
-  return kernel.write_block(x_BN, site_B[:, None], new_B[:, None])
+  return blocks.write_block(x_BN, site_B[:, None], new_B[:, None])
 
 
 def without_self_couplings(model: Ising) -> Ising:
@@ -82,32 +82,32 @@ def make_step(method: Method, k: int, n: int) -> Callable:
     check_block_size(n, k)
     configs_CK = block_configs(k)
 
-    if n < kernel.MAX_WORD_INDEX_RANGE and k <= MAX_SEQUENTIAL_BLOCK:
+    if n < randbits.MAX_WORD_INDEX_RANGE and k <= MAX_SEQUENTIAL_BLOCK:
       # All of a step's randomness from one array of words: k site draws without replacement
       # and the uniform of the block draw, (k + 1) / 2 Threefry hashes per chain (3 for
       # Glauber before; k > 1 drew N uniforms for a top-k), same law.
       def step(key, model, x_BN):
-        words_BW = kernel.random_words(key, (x_BN.shape[0], k + 1))
+        words_BW = randbits.random_words(key, (x_BN.shape[0], k + 1))
         if k == 1 and n > 1:
-          return glauber_update(model, x_BN, kernel.index_from_words(words_BW[:, 0], n),
-                                kernel.uniform_from_words(words_BW[:, 1]))
+          return glauber_update(model, x_BN, randbits.index_from_words(words_BW[:, 0], n),
+                                randbits.uniform_from_words(words_BW[:, 1]))
         if k == n:
-          sites_BK = kernel.all_sites(x_BN.shape[0], n)
+          sites_BK = blocks.all_sites(x_BN.shape[0], n)
         else:
-          sites_BK = kernel.distinct_indices_from_words(words_BW[:, :k], n)
+          sites_BK = randbits.distinct_indices_from_words(words_BW[:, :k], n)
         logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
-        c_B = kernel.categorical_from_uniform(kernel.uniform_from_words(words_BW[:, k]), logits_BC)
-        return kernel.write_block(x_BN, sites_BK, configs_CK[c_B])
+        c_B = draws.categorical_from_uniform(randbits.uniform_from_words(words_BW[:, k]), logits_BC)
+        return blocks.write_block(x_BN, sites_BK, configs_CK[c_B])
     else:
       def step(key, model, x_BN):
         k_sites, k_draw = jax.random.split(key)
-        sites_BK = kernel.random_blocks(k_sites, x_BN.shape[0], n, k)
+        sites_BK = blocks.random_blocks(k_sites, x_BN.shape[0], n, k)
         logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
-        return kernel.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
+        return draws.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
   elif method == "parallel":
     def step(key, model, x_BN):
-      sites_BN = kernel.all_sites(x_BN.shape[0], n)
-      return kernel.draw_product(key, x_BN, sites_BN, site_logits(model, x_BN), SPIN_VALUES)
+      sites_BN = blocks.all_sites(x_BN.shape[0], n)
+      return draws.draw_product(key, x_BN, sites_BN, site_logits(model, x_BN), SPIN_VALUES)
   else:
     raise ValueError(f"unknown sampler method {method!r}; choose one of {METHODS}")
   return step
@@ -140,9 +140,9 @@ def _glauber_table_codec(model: Ising, n: int):
     return (2 * ((s_B[:, None] >> i_N) & 1).astype(jnp.int32) - 1).astype(jnp.int8)
 
   def step(key, s_B):
-    words_BW = kernel.random_words(key, (s_B.shape[0], 2))
-    site_B = kernel.index_from_words(words_BW[:, 0], n)
-    up_B = kernel.uniform_from_words(words_BW[:, 1]) < p_up[s_B.astype(jnp.int32) * n + site_B]
+    words_BW = randbits.random_words(key, (s_B.shape[0], 2))
+    site_B = randbits.index_from_words(words_BW[:, 0], n)
+    up_B = randbits.uniform_from_words(words_BW[:, 1]) < p_up[s_B.astype(jnp.int32) * n + site_B]
     bit_B = jnp.uint32(1) << site_B.astype(jnp.uint32)
     return jnp.where(up_B, s_B | bit_B, s_B & ~bit_B)
 
@@ -186,7 +186,7 @@ def _run(key, model, x0_BN, start_step, *, num_steps, method, k, sharding):
   carry_sharding = _carry_sharding(sharding, c0.ndim)
 
   def body(c, t):
-    return _constrain(step(kernel.step_key(key, t), c), carry_sharding), None
+    return _constrain(step(blocks.step_key(key, t), c), carry_sharding), None
 
   c, _ = jax.lax.scan(body, _constrain(c0, carry_sharding), start_step + jnp.arange(num_steps))
   return _constrain(decode(c), sharding)
@@ -218,7 +218,7 @@ def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, sharding):
 
   def body(carry, t):
     c, hit_B = carry
-    c = _constrain(step(kernel.step_key(key, t), c), carry_sharding)
+    c = _constrain(step(blocks.step_key(key, t), c), carry_sharding)
     hit_B = jnp.where((hit_B < 0) & clique_up(c, clique_size), t + 1, hit_B)
     return (c, hit_B), None
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-import glauber.models as gm
+from gmlm import nn as gm
 from glauber import chains
 
 PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4
@@ -106,7 +106,7 @@ def histogram(free_tokens_XN) -> np.ndarray:
 
 def device_run(mesh=None) -> dict[str, np.ndarray]:
   """Plain and rejection-free chains of the tiny model, sharded over `mesh` when given."""
-  from glauber import nfold
+  from glauber import rejection_free as nfold
   model = tiny_mlm()
   x0 = chains.init_state(sequences(np.random.default_rng(2).integers(0, C, (16, N))))
   a, ra = chains.run(jax.random.key(10), model, spec(0.8), x0, 3, 4, mesh=mesh)

@@ -1,0 +1,1 @@
+"""Glauber jobs: one `run(config, workdir)` per config family (sample.py / train.py run them)."""

@@ -1,0 +1,120 @@
+"""User errors and config checks: one clear line naming the key, the value and the fix.
+
+Jobs validate their whole config in `validate(config)` before any model load and before the run
+directory is touched; the entry points print a `UserError` as one line (no traceback) and exit 2.
+
+  check_int(config, "num_chains", lo=1)
+  check_float(config, "temperature", lo=0, inf_ok=True)
+  check_choice(config, "mode", ("plain", "rejection_free", "auto"))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Sequence
+
+
+class UserError(ValueError):
+  """A mistake in the user's input (config, paths, files): reported as one line."""
+
+
+class ConfigError(UserError):
+  """A config value out of range: `config.KEY=VALUE: what is allowed`."""
+
+  def __init__(self, key: str, value: Any, allowed: str):
+    self.key, self.value, self.allowed = key, value, allowed
+    super().__init__(f"config.{key}={value!r}: {allowed}")
+
+
+def get(config: Any, key: str) -> Any:
+  """config's value at a dotted key ("train.batch_size")."""
+  node = config
+  for part in key.split("."):
+    if part not in node:
+      raise ConfigError(key, None, "missing from the config; add it (see the shipped configs/)")
+    node = node[part]
+  return node
+
+
+def check(ok: bool, key: str, value: Any, allowed: str) -> None:
+  if not ok:
+    raise ConfigError(key, value, allowed)
+
+
+def check_int(config: Any, key: str, lo: int | None = None, hi: int | None = None) -> int:
+  """An integer in [lo, hi] (bounds inclusive, None = unbounded)."""
+  v = get(config, key)
+  ok = isinstance(v, int) and not isinstance(v, bool)
+  ok = ok and (lo is None or v >= lo) and (hi is None or v <= hi)
+  check(ok, key, v, f"must be an integer{_range(lo, hi)}")
+  return v
+
+
+def check_float(config: Any, key: str, lo: float | None = None, hi: float | None = None, *,
+                lo_open: bool = False, hi_open: bool = False, inf_ok: bool = False) -> float:
+  """A real number in the interval [lo, hi] ((lo, ...) with lo_open; inf allowed with inf_ok)."""
+  v = get(config, key)
+  ok = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+  if ok and math.isinf(v):
+    ok = inf_ok and v > 0
+  elif ok:
+    ok = (lo is None or (v > lo if lo_open else v >= lo)) and \
+         (hi is None or (v < hi if hi_open else v <= hi))
+  lo_s = "(" if lo_open else "["
+  hi_s = ")" if hi_open else "]"
+  span = "" if lo is None and hi is None else \
+      f" in {lo_s}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{hi_s}"
+  check(ok, key, v, f"must be a number{span}" + (" (inf allowed)" if inf_ok else ""))
+  return float(v)
+
+
+def check_choice(config: Any, key: str, choices: Sequence[Any]) -> Any:
+  v = get(config, key)
+  check(v in choices, key, v, f"must be one of {', '.join(repr(c) for c in choices)}")
+  return v
+
+
+def check_ints(config: Any, key: str, lo: int | None = None, hi: int | None = None) -> list[int]:
+  """A non-empty sequence of integers, each in [lo, hi]."""
+  v = get(config, key)
+  ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(
+      isinstance(x, int) and not isinstance(x, bool) and (lo is None or x >= lo)
+      and (hi is None or x <= hi) for x in v)
+  check(ok, key, v, f"must be a non-empty list of integers{_range(lo, hi)}")
+  return list(v)
+
+
+def check_floats(config: Any, key: str, lo: float | None = None, *, lo_open: bool = False,
+                 inf_ok: bool = False) -> list[float]:
+  """A non-empty sequence of reals above lo (inf allowed with inf_ok)."""
+  v = get(config, key)
+  def ok_one(x):
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or math.isnan(x):
+      return False
+    if math.isinf(x):
+      return inf_ok and x > 0
+    return lo is None or (x > lo if lo_open else x >= lo)
+  ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(ok_one(x) for x in v)
+  bound = "" if lo is None else f" {'>' if lo_open else '>='} {lo}"
+  check(ok, key, v, f"must be a non-empty list of numbers{bound}")
+  return [float(x) for x in v]
+
+
+def check_file(config: Any, key: str, *, optional: bool = False) -> str | None:
+  """A path to an existing file (or empty when optional)."""
+  v = get(config, key)
+  if optional and not v:
+    return None
+  check(isinstance(v, str) and os.path.isfile(v), key, v, "no such file; give an existing path")
+  return v
+
+
+def _range(lo, hi) -> str:
+  if lo is None and hi is None:
+    return ""
+  if hi is None:
+    return f" >= {lo}"
+  if lo is None:
+    return f" <= {hi}"
+  return f" in [{lo}, {hi}]"

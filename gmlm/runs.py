@@ -1,0 +1,228 @@
+"""Run directories: where every job's results land.
+
+  rd = RunDir(workdir, config)        # refuses a directory holding another config
+  rd.log_metrics(step, {"loss": 1.2})  # metrics.jsonl (+ TensorBoard scalars with tensorboard=True)
+  rd.write_results(results); rd.savefig(fig, "drift.png"); rd.write_report(markdown)
+
+A run directory holds `config.json` (the resolved config), `results.json` (the figures a run
+reports), `metrics.jsonl` (streamed per-step metrics), PNG figures and `report.md`. Writes are
+atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
+A directory whose `config.json` differs from the run's config is refused before anything is
+written (`check_workdir`), whether or not that run finished: resuming runs the same config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gmlm.checks import UserError
+
+CONFIG, RESULTS, METRICS, REPORT = "config.json", "results.json", "metrics.jsonl", "report.md"
+
+
+def _to_jsonable(x: Any) -> Any:
+  if isinstance(x, dict):
+    return {str(k): _to_jsonable(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_to_jsonable(v) for v in x]
+  if hasattr(x, "to_dict"):  # ml_collections.ConfigDict
+    return _to_jsonable(x.to_dict())
+  if isinstance(x, (np.generic,)):
+    return _to_jsonable(x.item())
+  if isinstance(x, np.ndarray) or type(x).__module__.startswith("jax"):
+    return _to_jsonable(np.asarray(x).tolist())
+  if isinstance(x, float) and not np.isfinite(x):
+    return str(x)
+  return x
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+  """Writes `text` to a temp file beside `path` and renames it over `path` (mode 0666 & ~umask,
+  as open() would give; mkstemp's 0600 would hide results from a shared group)."""
+  path = Path(path)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.chmod(tmp, 0o666 & ~_umask())
+  os.replace(tmp, path)
+
+
+def dumps(x: Any) -> str:
+  return json.dumps(_to_jsonable(x), indent=2, sort_keys=True) + "\n"
+
+
+def check_workdir(workdir: str | os.PathLike, config: Any) -> None:
+  """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
+  holds a run of a different config (finished or not). Writes nothing."""
+  path = Path(workdir)
+  if path.exists() and not path.is_dir():
+    raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
+  old = path / CONFIG
+  if not old.is_file():
+    return
+  try:
+    same = json.loads(old.read_text(encoding="utf-8")) == json.loads(dumps(config))
+  except ValueError:
+    same = False
+  if not same:
+    raise UserError(
+        f"--workdir {path} holds a run of a different config (see {old}); resuming it with this "
+        "config would mix two runs. Use a fresh --workdir, or rerun with the config in "
+        f"{old} to resume that run.")
+
+
+class RunDir:
+  """A run directory. `RunDir(workdir, config)` checks it, creates it and records the config.
+
+  tensorboard: also write every logged number as a TensorBoard scalar to `tb/` (tensorboardX,
+  no TensorFlow). Only process 0 of a multi-process run writes (`writer`)."""
+
+  def __init__(self, workdir: str | os.PathLike, config: Any = None, *, tensorboard: bool = False,
+               writer: bool = True):
+    self.path = Path(workdir)
+    self.writer = writer
+    if config is not None:
+      check_workdir(self.path, config)
+    elif self.path.exists() and not self.path.is_dir():
+      raise UserError(f"--workdir {self.path} exists and is not a directory; pick another path.")
+    self._tb = None
+    if not writer:
+      return
+    self.path.mkdir(parents=True, exist_ok=True)
+    if config is not None and not (self.path / CONFIG).is_file():
+      atomic_write_text(self.path / CONFIG, dumps(config))
+    if tensorboard:
+      from tensorboardX import SummaryWriter
+      self._tb = SummaryWriter(str(self.path / "tb"))
+
+  def file(self, name: str) -> Path:
+    return self.path / name
+
+  def exists(self, name: str) -> bool:
+    return (self.path / name).exists()
+
+  def write_text(self, name: str, text: str) -> Path:
+    p = self.path / name
+    if self.writer:
+      p.parent.mkdir(parents=True, exist_ok=True)
+      atomic_write_text(p, text)
+    return p
+
+  def write_json(self, name: str, obj: Any) -> Path:
+    return self.write_text(name, dumps(obj))
+
+  def read_json(self, name: str) -> Any:
+    return json.loads((self.path / name).read_text(encoding="utf-8"))
+
+  def write_results(self, results: dict) -> Path:
+    return self.write_json(RESULTS, results)
+
+  def read_results(self) -> dict | None:
+    return self.read_json(RESULTS) if self.exists(RESULTS) else None
+
+  def write_report(self, markdown: str) -> Path:
+    return self.write_text(REPORT, markdown)
+
+  def log_metrics(self, step: int, metrics: dict, name: str = METRICS) -> None:
+    """Appends one JSON line {"step": step, **metrics}; a crash loses at most that line. With
+    tensorboard, the numbers also go to the event file."""
+    if not self.writer:
+      return
+    record = _to_jsonable({"step": int(step), **metrics})
+    with open(self.path / name, "a", encoding="utf-8") as f:
+      f.write(json.dumps(record) + "\n")
+    if self._tb is not None and name == METRICS:
+      self._add_scalars(record)
+      self._tb.flush()
+
+  def _add_scalars(self, record: dict) -> None:
+    for k, v in record.items():
+      if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        self._tb.add_scalar(k, v, record["step"])
+
+  def metrics(self, name: str = METRICS) -> list[dict]:
+    """The records of metrics.jsonl; a line cut short by a kill is skipped."""
+    p = self.path / name
+    if not p.is_file():
+      return []
+    out = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+      try:
+        out.append(json.loads(line))
+      except ValueError:
+        continue
+    return out
+
+  def truncate_metrics(self, step: int, name: str = METRICS) -> int:
+    """Drops the records past `step` (written after the checkpoint a resumed run restarts
+    from) and any line cut short, so the file holds one curve however often the run was
+    killed; with tensorboard the event files are rewritten from what is kept. Returns how many
+    records were dropped."""
+    p = self.path / name
+    if not self.writer or not p.is_file():
+      return 0
+    lines = p.read_text(encoding="utf-8").splitlines()
+    keep = [r for r in self.metrics(name) if r.get("step", 0) <= step]
+    dropped = len(lines) - len(keep)
+    if dropped:
+      atomic_write_text(p, "".join(json.dumps(r) + "\n" for r in keep))
+    if self._tb is not None and name == METRICS:
+      self._rewrite_tensorboard(keep)
+    return dropped
+
+  def _rewrite_tensorboard(self, records: list[dict]) -> None:
+    import shutil
+
+    from tensorboardX import SummaryWriter
+    self._tb.close()
+    shutil.rmtree(self.path / "tb", ignore_errors=True)
+    self._tb = SummaryWriter(str(self.path / "tb"))
+    for r in records:
+      self._add_scalars(r)
+    self._tb.flush()
+
+  def savefig(self, fig, name: str) -> Path:
+    """Saves a matplotlib figure atomically and closes it."""
+    p = self.path / name
+    if self.writer:
+      fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=p.suffix)
+      os.close(fd)
+      fig.savefig(tmp, dpi=120, bbox_inches="tight")
+      os.chmod(tmp, 0o666 & ~_umask())
+      os.replace(tmp, p)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return p
+
+  def close(self) -> None:
+    if self._tb is not None:
+      self._tb.close()
+      self._tb = None
+
+
+def markdown_table(header: list[str], rows: list[list[Any]], digits: int = 4) -> str:
+  """A Markdown table; floats to `digits` significant digits, values within 1e-12 of 0 as 0."""
+  def fmt(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+      v = float(v)
+      if abs(v) < 1e-12:
+        v = 0.0
+      return f"{v:.{digits}g}"
+    return str(v)
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+  return "\n".join(lines) + "\n"

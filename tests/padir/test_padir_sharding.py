@@ -1,0 +1,113 @@
+"""padir.sharding + train_lib with config.mesh: a training step on 8 simulated CPU devices (mesh
+8x1, and 4x2 with the logical rules or FSDP) equals the same step on one device.
+
+The device count is fixed when jax is imported, so the runs happen in a subprocess with
+XLA_FLAGS=--xla_force_host_platform_device_count=8; the single-device run is the unchanged code
+path (no config.mesh) in that process.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import padir_util
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+MESHES = {"8x1": dict(data=8, model=1), "4x2": dict(data=4, model=2, params="logical"),
+          "4x2_fsdp": dict(data=4, model=2, params="fsdp")}
+
+_SCRIPT = r"""
+import sys, numpy as np, jax, ml_collections
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+from configs import padir_bible_en_es
+from padir import model as model_lib, sharding as sharding_lib, train_lib
+corpus_dir, out_dir, meshes = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+assert jax.device_count() == 8, jax.devices()
+
+def config(mesh):
+  c = padir_bible_en_es.get_config()
+  c.data.update(corpus_dir=corpus_dir, prepare_bible=False, vocab_size=40, max_source_length=16,
+                max_target_length=16)
+  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+  # A large first step (AdaFactor's update is ~lr x the parameter scale), so that a wrong
+  # gradient would show in the parameters. Dropout stays on (0.1).
+  c.train.update(batch_size=8, num_train_steps=10, stop_at_step=1, warmup_steps=2, min_lr=0.05,
+                 peak_lr=0.05, log_every=1, eval_every=1000, checkpoint_every=1000,
+                 progress_bar=False)
+  c.decode.num_examples = 0
+  if mesh:
+    c.mesh = ml_collections.ConfigDict(mesh)
+  return c
+
+created = {}
+create_sharded = sharding_lib.create_sharded
+def spy(make, mesh, params="logical", rules=sharding_lib.LOGICAL_RULES):
+  created["objs"] = create_sharded(make, mesh, params, rules)
+  return created["objs"]
+sharding_lib.create_sharded = spy
+
+def params_of(model):
+  return {jax.tree_util.keystr(p): np.asarray(v)
+          for p, v in jax.tree.leaves_with_path(nnx.state(model, nnx.Param))}
+
+c = config(None)
+init = model_lib.Transformer(train_lib.model_config(c, 40), rngs=nnx.Rngs(
+    params=c.seed, dropout=jax.random.key(c.seed, impl="rbg")))
+np.savez(f"{out_dir}/init.npz", **params_of(init))
+for name, mesh in [("single", None)] + list(meshes.items()):
+  last = train_lib.train(config(mesh), f"{out_dir}/{name}")
+  model, _, _ = train_lib.load_model(f"{out_dir}/{name}")
+  specs = {}
+  if mesh:  # where the trained parameters live after the step
+    (trained, optimizer), _ = created.pop("objs")
+    for k, v in {"embed": trained.embed_VD, "w_q": trained.decoder_layers[0].self_attention.w_q_DNH,
+                 "up": trained.encoder_layers[0].ffn.up.kernel}.items():
+      x = v[...]
+      specs[k] = (x.shape, x.sharding.shard_shape(x.shape), len(x.sharding.device_set))
+  np.savez(f"{out_dir}/{name}.npz", loss=last["train_loss"], grad_norm=last["train_grad_norm"],
+           specs=str(specs), **params_of(model))
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
+                                 {"train": 200, "valid": 16, "test": 16}, max_words=7)
+
+
+@pytest.mark.slow  # four one-step trainings (compilations) in a subprocess
+def test_one_training_step_on_8_devices_equals_one_device(corpus_dir, tmp_path):
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+         "JAX_PLATFORMS": "cpu",
+         "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+  result = subprocess.run([sys.executable, "-c", _SCRIPT, corpus_dir, str(tmp_path), repr(MESHES)],
+                          env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+  assert result.returncode == 0, result.stderr[-5000:]
+  init = np.load(tmp_path / "init.npz")
+  single = np.load(tmp_path / "single.npz")
+  for name in MESHES:
+    run = np.load(tmp_path / f"{name}.npz")
+    np.testing.assert_allclose(run["loss"], single["loss"], rtol=1e-5)
+    np.testing.assert_allclose(run["grad_norm"], single["grad_norm"], rtol=1e-5)
+    for k in init.files:
+      step_single, step_run = single[k] - init[k], run[k] - init[k]
+      assert (step_single != 0).mean() > 0.9, k  # the step moved (nearly) every parameter
+      np.testing.assert_allclose(run[k], single[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {k}")
+      np.testing.assert_allclose(step_run, step_single, rtol=1e-3,
+                                 atol=1e-4 * np.abs(step_single).max(), err_msg=f"{name} {k}")
+  # The meshes really split the parameters (global shape, per-device shape, devices): the
+  # logical rules put vocabulary, heads and FFN units over "model", FSDP the largest dimension.
+  specs = {name: eval(str(np.load(tmp_path / f"{name}.npz")["specs"])) for name in MESHES}
+  assert specs["8x1"] == {"embed": ((40, 16), (40, 16), 8), "w_q": ((16, 2, 8), (16, 2, 8), 8),
+                          "up": ((16, 32), (16, 32), 8)}
+  assert specs["4x2"] == {"embed": ((40, 16), (20, 16), 8), "w_q": ((16, 2, 8), (16, 1, 8), 8),
+                          "up": ((16, 32), (16, 16), 8)}
+  assert specs["4x2_fsdp"] == {"embed": ((40, 16), (20, 16), 8), "w_q": ((16, 2, 8), (8, 2, 8), 8),
+                               "up": ((16, 32), (16, 16), 8)}
