@@ -96,8 +96,10 @@ def config_docs(configs_dir: Path, entry: str) -> list[tuple[str, str]]:
   for path in sorted(configs_dir.glob("*.py")):
     if path.name.startswith("_"):
       continue
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    doc = (ast.get_docstring(tree) or "").strip().splitlines()
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    doc = (ast.get_docstring(tree) or "").strip().splitlines() or [
+        line.lstrip("# ").strip() for line in text.splitlines()[:1] if line.startswith("#")]
     job = None
     for node in ast.walk(tree):
       if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
@@ -194,8 +196,13 @@ def main(entry: str, argv: list[str] | None = None) -> None:
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's parser, with a bad flag or config override reported as one line."""
   from absl import flags
+  entry = Path(argv[0]).name
   try:
     return flags.FLAGS(argv)
-  except flags.Error as e:
-    _fail(f"{e} (python {Path(argv[0]).name} --help lists the flags and configs).")
+  except (AttributeError, KeyError) as e:  # an override of a key the config does not have
+    key = str(e).strip("\"'")
+    _fail(f"--config.{key}: the config has no field {key!r} (see its file for the fields; "
+          f"python {entry} --help lists the configs).")
+  except (flags.Error, ValueError, TypeError) as e:
+    _fail(f"{e} (python {entry} --help lists the flags and configs).")
   return []

@@ -1,0 +1,95 @@
+"""The run directory: the config guard, atomic writes, metrics and their resume truncation."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from gmlm.checks import UserError
+from gmlm.runs import RunDir, check_workdir, markdown_table
+
+
+def test_a_workdir_holding_another_config_is_refused_before_anything_is_written(tmp_path):
+  rd = RunDir(tmp_path / "run", {"a": 1, "b": [1, 2]})
+  rd.log_metrics(0, {"x": 1.0})   # a killed run: no results.json
+  before = {p.name: p.read_bytes() for p in rd.path.iterdir()}
+  with pytest.raises(UserError, match="different config"):
+    RunDir(tmp_path / "run", {"a": 2, "b": [1, 2]})
+  assert {p.name: p.read_bytes() for p in rd.path.iterdir()} == before
+  # The same config (keys in another order) resumes; config.json is not rewritten.
+  mtime = (rd.path / "config.json").stat().st_mtime_ns
+  RunDir(tmp_path / "run", {"b": [1, 2], "a": 1})
+  assert (rd.path / "config.json").stat().st_mtime_ns == mtime
+
+
+def test_check_workdir_writes_nothing_and_refuses_a_file(tmp_path):
+  check_workdir(tmp_path / "new", {"a": 1})
+  assert not (tmp_path / "new").exists()
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(UserError, match="not a directory"):
+    check_workdir(tmp_path / "file", {"a": 1})
+
+
+def test_writes_are_atomic_and_follow_the_umask(tmp_path):
+  old = os.umask(0o022)
+  try:
+    rd = RunDir(tmp_path, {"a": 1})
+    p = rd.write_results({"x": np.float32(0.5), "y": np.arange(3), "z": float("inf")})
+  finally:
+    os.umask(old)
+  assert oct(p.stat().st_mode & 0o777) == oct(0o644)
+  assert json.loads(p.read_text()) == {"x": 0.5, "y": [0, 1, 2], "z": "inf"}
+  assert [q.name for q in tmp_path.iterdir() if q.name.startswith(".")] == []  # no temp files
+  assert rd.read_results()["y"] == [0, 1, 2]
+
+
+def _tensorboard_scalars(directory) -> list[tuple[int, str, float]]:
+  """(step, tag, value) of every scalar in the event files, read from the TFRecord framing
+  (uint64 length, uint32 crc, data, uint32 crc) with the Event protobuf."""
+  from tensorboardX.proto import event_pb2
+  out = []
+  for path in sorted(directory.glob("events.*")):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      (n,) = struct.unpack("<Q", data[i:i + 8])
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      i += 12 + n + 4
+      out += [(event.step, v.tag, round(v.simple_value, 6)) for v in event.summary.value]
+  return out
+
+
+def test_metrics_resume_keeps_one_curve_in_jsonl_and_tensorboard(tmp_path):
+  rd = RunDir(tmp_path, {"a": 1}, tensorboard=True)
+  for step in range(1, 6):
+    rd.log_metrics(step, {"loss": 1.0 / step, "note": "text is not a scalar"})
+  with open(tmp_path / "metrics.jsonl", "a") as f:
+    f.write('{"step": 6, "loss": 0.1')      # a line cut short by a kill
+  rd.close()
+  # The run resumes from its checkpoint at step 3: records past it go, in both sinks.
+  rd = RunDir(tmp_path, {"a": 1}, tensorboard=True)
+  assert rd.truncate_metrics(3) == 3
+  rd.log_metrics(4, {"loss": 0.2})
+  rd.close()
+  assert [(r["step"], r["loss"]) for r in rd.metrics()] == [(1, 1.0), (2, 0.5), (3, 1 / 3), (4, 0.2)]
+  assert _tensorboard_scalars(tmp_path / "tb") == [
+      (1, "loss", 1.0), (2, "loss", 0.5), (3, "loss", round(1 / 3, 6)), (4, "loss", 0.2)]
+
+
+def test_markdown_table_rounds_and_shows_float_noise_as_zero():
+  table = markdown_table(["a", "b"], [[0.1484558880329132, -2.220446049250313e-16], [3, "x"]])
+  assert table.splitlines()[2] == "| 0.1485 | 0 |"
+  assert table.splitlines()[3] == "| 3 | x |"
+
+
+def test_savefig_writes_atomically_and_closes_the_figure(tmp_path):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots()
+  ax.plot([0, 1], [0, 1])
+  p = RunDir(tmp_path).savefig(fig, "f.png")
+  assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plt.get_fignums()
