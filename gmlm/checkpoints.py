@@ -8,15 +8,20 @@
 Each item is a pytree (orbax StandardSave / StandardRestore against `like`'s shapes, dtypes
 and shardings) or a `Json` wrapper (a small JSON-able dict). A save is complete when its
 step directory exists (orbax writes to a temp directory and renames it), so a kill during a
-save leaves the previous checkpoint as the latest.
+save leaves the previous checkpoint as the latest. `restore_latest` falls back to the newest
+checkpoint that reads back whole (saying which one it skipped and why) and raises a one-line
+UserError naming the directory when none does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any
+
+from gmlm.checks import UserError
 
 
 @dataclasses.dataclass
@@ -66,6 +71,27 @@ class Checkpoints:
             for name, v in like.items()}
     restored = self._manager.restore(step, args=ocp.args.Composite(**args))
     return {name: restored[name] for name in like}
+
+  def restore_latest(self, like: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """(step, items) of the newest checkpoint that restores whole, or None when there is none.
+    A corrupt or truncated checkpoint is skipped with a message on stderr; if every one is
+    unreadable, a UserError names the directory and the fix."""
+    steps = sorted(self.all_steps(), reverse=True)
+    errors = []
+    for step in steps:
+      try:
+        return step, self.restore(step, like)
+      except Exception as e:  # orbax / tensorstore raise many types for damaged files
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        errors.append(f"step {step} ({reason})")
+        print(f"warning: checkpoint {self.directory / str(step)} is unreadable ({reason}); "
+              "trying the previous one", file=sys.stderr)
+    if steps:
+      raise UserError(
+          f"no intact checkpoint in {self.directory}: {'; '.join(errors)}. Delete "
+          f"{self.directory} to start the run over (results written so far stay), or restore "
+          "it from a copy.")
+    return None
 
   def wait(self) -> None:
     self._manager.wait_until_finished()
