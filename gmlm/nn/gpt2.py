@@ -1,7 +1,7 @@
 """GPT-2 (GPT2LMHeadModel): a pre-norm causal Transformer with learned positions and a tied head.
 
 Its checkpoints store Conv1D weights as [in, out], so no transposes are needed on load.
-Letters as in `_layers.py`; C the three projections (query, key, value).
+Shape letters: `gmlm/nn/__init__.py` (C: the query, key and value parts of the fused projection).
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ class GPT2(nnx.Module):
     return _layers.layer_norm(x_BLD, self.lnf_scale_D, self.lnf_bias_D, c.layer_norm_eps)
 
   def lm_logits(self, h_BKD: Array) -> Array:
-    E_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...].astype(self.config.dtype)
-    return jnp.einsum("bkd,vd->bkv", h_BKD, E_VD, preferred_element_type=jnp.float32)
+    out_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...]
+    return jnp.einsum("BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype),
+                      preferred_element_type=jnp.float32)
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.lm_logits(self.hidden(tokens_BL, attention_mask_BL))

@@ -54,7 +54,8 @@ def register_preset(name: str, loader: Callable[..., tuple[Any, Any]]) -> None:
   _PRESETS[name] = loader
 
 
-def presets() -> list[str]:
+def preset_names() -> list[str]:
+  """The names `load` accepts besides paths and hub ids (e.g. "default")."""
   return sorted(_PRESETS)
 
 

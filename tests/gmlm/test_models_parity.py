@@ -58,12 +58,12 @@ def test_masked_logits_are_full_logits_at_those_positions(checkpoints, arch):
 
 def test_large_batches_run_in_chunks_with_the_same_logits(checkpoints, monkeypatch):
   """With the chunk limit at 2 sequences, a batch of 6 runs as 3 chunks of rows {j, j+3}."""
-  from gmlm.nn import mlm
+  from gmlm.nn import masked
   model, _ = gm.load(checkpoints["BertForMaskedLM"][0])
   tokens, mask = batch(model.config, B=6)
   L = tokens.shape[1]
-  monkeypatch.setattr(mlm, "CPU_CHUNK_TOKENS", 2 * L)
-  assert mlm._num_chunks(6, L, 2 * L) == 3 and mlm._num_chunks(7, L, 5 * L) == 1  # 7 is prime
+  monkeypatch.setattr(masked, "CPU_CHUNK_TOKENS", 2 * L)
+  assert masked._num_chunks(6, L, 2 * L) == 3 and masked._num_chunks(7, L, 5 * L) == 1  # 7 is prime
   positions = np.array([[0, 5], [12, 1], [19, 3], [2, 6], [7, 7], [4, 9]])
   chunked = np.asarray(jax.jit(gm.masked_logits.__wrapped__)(
       model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask)))
