@@ -39,6 +39,7 @@ class BertConfig:
   type_vocab_size: int = 2
   layer_norm_eps: float = 1e-12
   hidden_act: str = "gelu"
+  head_act: str | None = None      # the MLM head's activation; None: hidden_act (RoBERTa: "gelu")
   pad_token_id: int = 0
   tie_word_embeddings: bool = True
   with_mlm_head: bool = True
@@ -152,7 +153,8 @@ class BertMLMHead(nnx.Module):
   def __call__(self, h_BKD: Array, embedding_VD: nnx.Param) -> Array:
     c, dt = self.c, self.c.dtype
     t_BKE = jnp.einsum("BKD,DE->BKE", h_BKD, self.dense_DE[...].astype(dt))
-    t_BKE = _layers.activation(c.hidden_act)(t_BKE + self.dense_bias_E[...].astype(dt))
+    act = _layers.activation(c.head_act or c.hidden_act)
+    t_BKE = act(t_BKE + self.dense_bias_E[...].astype(dt))
     t_BKE = _layers.layer_norm(t_BKE, self.norm_scale_E, self.norm_bias_E, c.layer_norm_eps)
     out_VE = (embedding_VD if self.decoder_VE is None else self.decoder_VE)[...].astype(dt)
     logits_BKV = jnp.einsum("BKE,VE->BKV", t_BKE, out_VE, preferred_element_type=jnp.float32)
@@ -283,12 +285,15 @@ def load_weights(model: Bert, t: Tensors, names: Names = BERT_NAMES) -> Bert:
     _params.copy(t, names.head_dense + ".bias", h.dense_bias_E)
     _params.copy(t, names.head_norm + ".weight", h.norm_scale_E)
     _params.copy(t, names.head_norm + ".bias", h.norm_bias_E)
-    bias = names.bias if names.bias in t else names.decoder + ".bias"
-    _params.copy(t, bias, h.bias_V)
-    if h.decoder_VE is not None:
+    # PyTorch adds decoder.bias. A tied head ties it to `bias` (checkpoints may store either or
+    # both); an untied one keeps a tensor of its own, and then `bias` is never used.
+    tied = h.decoder_VE is None
+    first, second = ((names.bias, names.decoder + ".bias") if tied
+                     else (names.decoder + ".bias", names.bias))
+    _params.copy(t, first if first in t else second, h.bias_V)
+    if not tied:
       _params.copy(t, names.decoder + ".weight", h.decoder_VE)
-    elif names.decoder + ".weight" in t:
-      t.used.add(names.decoder + ".weight")  # the tied copy of the word embeddings
-    if names.decoder + ".bias" in t:
-      t.used.add(names.decoder + ".bias")
+    for unread in (second, names.decoder + ".weight"):  # the tied copies
+      if unread in t:
+        t.used.add(unread)
   return _params.finish(model, t, ignore=IGNORED)

@@ -57,14 +57,19 @@ def hf_tensors(model: Bert, names: Names = BERT_NAMES) -> dict[str, np.ndarray]:
       names.head_norm + ".weight": a(h.norm_scale_E), names.head_norm + ".bias": a(h.norm_bias_E),
       names.bias: a(h.bias_V),
     })
-    if h.decoder_VE is not None:
+    if h.decoder_VE is not None:  # untied: PyTorch adds the decoder's own bias
       out[names.decoder + ".weight"] = a(h.decoder_VE)
+      out[names.decoder + ".bias"] = a(h.bias_V)
   return out
 
 
 def hf_config(c: BertConfig) -> dict[str, Any]:
   """A config.json for `hf_tensors` that both our loader and transformers read."""
   roberta = c.roberta_positions
+  if (c.head_act or c.hidden_act) != ("gelu" if roberta else c.hidden_act):
+    raise ValueError(f"A {'RoBERTa' if roberta else 'BERT'} config.json cannot express an MLM "
+                     f"head activation {c.head_act!r} with hidden_act {c.hidden_act!r} "
+                     "(BERT's head uses hidden_act, RoBERTa's exact GELU).")
   return {
     "architectures": [("Roberta" if roberta else "Bert")
                       + ("ForMaskedLM" if c.with_mlm_head else "Model")],
