@@ -137,3 +137,41 @@ def test_from_config_builds_a_trainable_random_model():
                           "intermediate_size": 32, "max_position_embeddings": 8})
   logits = jax.jit(gm.full_logits)(model, jnp.ones((2, 8), jnp.int32))
   assert logits.shape == (2, 8, 50) and np.isfinite(np.asarray(logits)).all()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header bit flip"])
+def test_corrupt_safetensors_is_one_user_error_naming_the_file(tiny_checkpoint, tmp_path, damage):
+  from gmlm.checks import UserError
+  d = tmp_path / "corrupt"
+  shutil.copytree(tiny_checkpoint("BertForMaskedLM"), d)
+  raw = bytearray((d / "model.safetensors").read_bytes())
+  if damage == "truncated":
+    raw = raw[: len(raw) // 2]
+  else:
+    raw[20] ^= 0xFF  # inside the JSON header
+  (d / "model.safetensors").write_bytes(bytes(raw))
+  with pytest.raises(UserError, match=r"model\.safetensors is not a readable safetensors file.*"
+                                      r"truncated or corrupt.*download the checkpoint again"):
+    gm.load(d)
+
+
+@pytest.mark.parametrize("typo", ["./models/bert", "models/bert"])
+def test_mistyped_relative_path_is_reported_missing_not_looked_up_on_the_hub(
+    tmp_path, monkeypatch, typo):
+  import huggingface_hub
+  from gmlm.checks import UserError
+  (tmp_path / "models" / "bert-tiny").mkdir(parents=True)
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                      lambda *a, **k: pytest.fail("a local path was looked up on the Hub"))
+  with pytest.raises(UserError, match=rf"{tmp_path / 'models' / 'bert'} does not exist; "
+                                      rf"{tmp_path / 'models'} holds: bert-tiny/"):
+    gm.load(typo)
+
+
+def test_hub_failure_also_says_the_name_is_not_a_local_path(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+  with pytest.raises(FileNotFoundError, match=r"not a local path \(.*someone/absent does not "
+                                              r"exist.*\) and the Hub lookup failed"):
+    gm.load("someone/absent", cache_dir=str(tmp_path / "hub"))
