@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from gmlm import nn as gm
-from models_util import batch, save_tiny, torch_logits
+from models_util import batch, tiny_torch_model, torch_logits
 
 pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-  d = tmp_path_factory.mktemp("bert")
-  return d, save_tiny("BertForMaskedLM", d)
+def bert_dir(tiny_checkpoint):
+  """(directory, torch model) of conftest's tiny BERT."""
+  return tiny_checkpoint("BertForMaskedLM"), tiny_torch_model("BertForMaskedLM")
 
 
 def _edit_config(src, dst, **changes):
@@ -114,9 +114,9 @@ def test_sequence_longer_than_the_position_table_is_refused(bert_dir):
     gm.masked_logits(model, tokens, jnp.zeros((1, 1), jnp.int32))
 
 
-def test_roberta_offset_leaves_two_fewer_positions(tmp_path):
-  save_tiny("RobertaForMaskedLM", tmp_path)  # 42 rows, positions start at pad_token_id + 1 = 2
-  model, _ = gm.load(tmp_path)
+def test_roberta_offset_leaves_two_fewer_positions(tiny_checkpoint):
+  # 42 rows, positions start at pad_token_id + 1 = 2
+  model, _ = gm.load(tiny_checkpoint("RobertaForMaskedLM"))
   gm.full_logits(model, jnp.full((1, 40), 5))
   with pytest.raises(ValueError, match="RoBERTa offsets positions"):
     gm.full_logits(model, jnp.full((1, 41), 5))

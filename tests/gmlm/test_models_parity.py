@@ -176,11 +176,11 @@ def test_padding_does_not_change_the_real_tokens_logits(checkpoints):
   np.testing.assert_allclose(padded, short, atol=1e-5, rtol=0)
 
 
-def test_sharded_checkpoint_loads_like_a_single_file(tmp_path):
-  torch_model = save_tiny("BertForMaskedLM", tmp_path / "one")
+def test_sharded_checkpoint_loads_like_a_single_file(checkpoints, tmp_path):
+  directory, torch_model = checkpoints["BertForMaskedLM"]
   torch_model.save_pretrained(str(tmp_path / "shards"), max_shard_size="20KB")
   assert (tmp_path / "shards" / "model.safetensors.index.json").is_file()
-  one, _ = gm.load(tmp_path / "one")
+  one, _ = gm.load(directory)
   shards, _ = gm.load(tmp_path / "shards")
   tokens, mask = batch(one.config)
   np.testing.assert_array_equal(np.asarray(_full(shards, tokens, mask)),

