@@ -27,21 +27,49 @@ Shape letters (array names end in them: `x_BLD` is [batch, length, width]):
   1 a broadcast axis; 2 a literal size (e.g. the two members of a rotary pair); ___ any axes
 """
 
+from gmlm.nn import presets  # noqa: F401  (registers "default")
 from gmlm.nn.bert import Bert, BertConfig
-from gmlm.nn.causal import logits as causal_logits, sequence_logprob, token_logprobs
+from gmlm.nn.causal import logits as causal_logits
+from gmlm.nn.causal import sequence_logprob, token_logprobs
 from gmlm.nn.embedding import embed, mean_pool
 from gmlm.nn.export import save_pretrained
 from gmlm.nn.gpt2 import GPT2, GPT2Config
 from gmlm.nn.llama import Llama, LlamaConfig, load_gguf
-from gmlm.nn.loading import (architecture, from_config, load, load_model, load_tokenizer,
-                             preset_names, register_preset)
+from gmlm.nn.loading import (
+  architecture,
+  from_config,
+  load,
+  load_model,
+  load_tokenizer,
+  preset_names,
+  register_preset,
+)
 from gmlm.nn.masked import full_logits, masked_logits
 from gmlm.nn.modernbert import ModernBert, ModernBertConfig
-from gmlm.nn import presets  # noqa: F401,E402  (registers "default")
 
 __all__ = [
-  "Bert", "BertConfig", "GPT2", "GPT2Config", "Llama", "LlamaConfig", "ModernBert",
-  "ModernBertConfig", "architecture", "causal_logits", "embed", "from_config", "full_logits",
-  "load", "load_gguf", "load_model", "load_tokenizer", "masked_logits", "mean_pool",
-  "preset_names", "register_preset", "save_pretrained", "sequence_logprob", "token_logprobs",
+  "Bert",
+  "BertConfig",
+  "GPT2",
+  "GPT2Config",
+  "Llama",
+  "LlamaConfig",
+  "ModernBert",
+  "ModernBertConfig",
+  "architecture",
+  "causal_logits",
+  "embed",
+  "from_config",
+  "full_logits",
+  "load",
+  "load_gguf",
+  "load_model",
+  "load_tokenizer",
+  "masked_logits",
+  "mean_pool",
+  "preset_names",
+  "register_preset",
+  "save_pretrained",
+  "sequence_logprob",
+  "token_logprobs",
 ]

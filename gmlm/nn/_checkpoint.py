@@ -64,7 +64,7 @@ def resolve(name_or_path: str | os.PathLike, *, cache_dir: str | None = None,
     hint = (f"HF_HUB_OFFLINE=1 is set, so only {where} is searched: download it once where "
             f"the hub is reachable (`huggingface-cli download {name}`) or pass a local directory."
             if offline else
-            f"Check the id, your network and token, or pass a local directory.")
+            "Check the id, your network and token, or pass a local directory.")
     raise ModelNotFoundError(
       f"Could not find model {name!r}: it is not a local path ({_missing(path)}) and the Hub "
       f"lookup failed: {type(e).__name__}: {e}. {hint}") from e

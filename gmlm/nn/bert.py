@@ -170,7 +170,8 @@ class Bert(nnx.Module):
     self.word_VD = _layers.param(rngs, (c.vocab_size, D), pd)
     self.position_PD = _layers.param(rngs, (c.max_positions, D), pd)
     self.token_type_TD = _layers.param(rngs, (c.type_vocab_size, D), pd)
-    self.embed_norm_scale_D, self.embed_norm_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
+    self.embed_norm_scale_D = _layers.ones((D,), pd)
+    self.embed_norm_bias_D = _layers.zeros((D,), pd)
     self.layers = nnx.List([BertLayer(c, rngs) for _ in range(c.num_layers)])
     self.head = BertMLMHead(c, rngs) if c.with_mlm_head else None
 

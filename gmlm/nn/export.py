@@ -85,12 +85,13 @@ def hf_config(c: BertConfig) -> dict[str, Any]:
 
 
 def save_pretrained(model: Bert, directory, tokenizer=None) -> None:
-  """Writes config.json + model.safetensors (+ the tokenizer): loadable by `load` and transformers."""
+  """Writes config.json + model.safetensors (+ the tokenizer), for `load` and transformers."""
   from safetensors.numpy import save_file
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   names = ROBERTA_NAMES if model.config.roberta_positions else BERT_NAMES
-  save_file(hf_tensors(model, names), str(directory / "model.safetensors"), metadata={"format": "pt"})
+  save_file(hf_tensors(model, names), str(directory / "model.safetensors"),
+            metadata={"format": "pt"})
   (directory / "config.json").write_text(json.dumps(hf_config(model.config), indent=2))
   if tokenizer is not None:
     tokenizer.save_pretrained(str(directory))

@@ -58,7 +58,8 @@ class GPT2Block(nnx.Module):
     D, N, H, F, pd = c.hidden_size, c.num_heads, c.head_dim, c.intermediate_size, c.param_dtype
     self.c, self.i = c, i
     self.ln1_scale_D, self.ln1_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
-    self.qkv_DCNH, self.qkv_bias_CNH = _layers.param(rngs, (D, 3, N, H), pd), _layers.zeros((3, N, H), pd)
+    self.qkv_DCNH = _layers.param(rngs, (D, 3, N, H), pd)
+    self.qkv_bias_CNH = _layers.zeros((3, N, H), pd)
     self.o_NHD, self.o_bias_D = _layers.param(rngs, (N, H, D), pd), _layers.zeros((D,), pd)
     self.ln2_scale_D, self.ln2_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
     self.fc_DF, self.fc_bias_F = _layers.param(rngs, (D, F), pd), _layers.zeros((F,), pd)
@@ -93,7 +94,8 @@ class GPT2(nnx.Module):
     c = self.config
     B, L = tokens_BL.shape
     _layers.check_length(L, c.max_positions, "position table")
-    x_BLD = (self.word_VD[...][tokens_BL] + self.position_PD[...][jnp.arange(L)][None]).astype(c.dtype)
+    x_BLD = self.word_VD[...][tokens_BL] + self.position_PD[...][jnp.arange(L)][None]
+    x_BLD = x_BLD.astype(c.dtype)
     keep_BLS = _layers.causal_keep(attention_mask_BL, B, L)
     for block in self.blocks:
       x_BLD = block(x_BLD, keep_BLS)

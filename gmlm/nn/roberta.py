@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gmlm.nn.bert import ROBERTA_NAMES, Bert, BertConfig, load_weights as _load_bert_weights
 from gmlm.nn._checkpoint import Tensors
+from gmlm.nn.bert import ROBERTA_NAMES, Bert, BertConfig
+from gmlm.nn.bert import load_weights as _load_bert_weights
 
 
 def config_from_hf(hf: dict[str, Any], **overrides) -> BertConfig:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from models_util import batch, tiny_torch_model, torch_logits
 
 from gmlm import nn as gm
-from models_util import batch, tiny_torch_model, torch_logits
 
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

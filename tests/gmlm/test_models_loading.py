@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import batch, tiny_torch_model, torch_logits
 
 from gmlm import nn as gm
-from models_util import batch, tiny_torch_model, torch_logits
 
 pytest.importorskip("torch")
 
@@ -159,6 +159,7 @@ def test_corrupt_safetensors_is_one_user_error_naming_the_file(tiny_checkpoint, 
 def test_mistyped_relative_path_is_reported_missing_not_looked_up_on_the_hub(
     tmp_path, monkeypatch, typo):
   import huggingface_hub
+
   from gmlm.checks import UserError
   (tmp_path / "models" / "bert-tiny").mkdir(parents=True)
   monkeypatch.chdir(tmp_path)

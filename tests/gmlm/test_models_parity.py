@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import CAUSAL, TINY, batch, save_tiny, tiny_torch_model, torch_logits
 
 from gmlm import nn as gm
-from models_util import CAUSAL, TINY, batch, save_tiny, tiny_torch_model, torch_logits
 
 pytest.importorskip("torch")
 
@@ -122,7 +122,8 @@ def test_masked_logits_are_full_logits_at_those_positions(checkpoints, arch):
   tokens, mask = batch(model.config, B=4)
   positions = np.array([[0, 5, 12], [12, 1, 7], [19, 19, 3], [2, 4, 6]])
   full = np.asarray(_full(model, jnp.asarray(tokens), jnp.asarray(mask)))
-  masked = np.asarray(_masked(model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask)))
+  masked = np.asarray(_masked(model, jnp.asarray(tokens), jnp.asarray(positions),
+                              jnp.asarray(mask)))
   assert masked.shape == (4, 3, model.config.vocab_size)
   expected = np.take_along_axis(full, positions[..., None], axis=1)
   np.testing.assert_allclose(masked, expected, atol=1e-5, rtol=0)
@@ -218,6 +219,7 @@ def test_exact_gelu_matches_the_float64_closed_form():
   """The erf-form GELU (the models' "gelu") is x Phi(x) to float32 precision, tails included,
   and keeps a bfloat16 input bfloat16."""
   import math
+
   from gmlm.nn._layers import activation
   x = np.linspace(-12.0, 12.0, 48001, dtype=np.float32)
   exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x.astype(np.float64)])

