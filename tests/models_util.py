@@ -76,10 +76,12 @@ def batch(model_config, B: int = 3, L: int = 20, seed: int = 0):
   return tokens, mask
 
 
-def torch_logits(model, tokens, mask) -> np.ndarray:
+def torch_logits(model, tokens, mask, token_types=None) -> np.ndarray:
   import torch
+  extra = {} if token_types is None else {"token_type_ids": torch.tensor(token_types)}
   with torch.no_grad():
-    return model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits.numpy()
+    return model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
+                 **extra).logits.numpy()
 
 
 def offline_dir(env: str, package: str, sub: str) -> pathlib.Path:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from gmlm.checks import UserError
+
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH_BIN = "pytorch_model.bin"
@@ -30,17 +32,27 @@ def _offline() -> bool:
   return os.environ.get("HF_HUB_OFFLINE", "0").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
+class ModelNotFoundError(UserError, FileNotFoundError):
+  """A model path or hub id that names nothing loadable (a UserError: reported as one line)."""
+
+
 def resolve(name_or_path: str | os.PathLike, *, cache_dir: str | None = None,
             revision: str | None = None) -> pathlib.Path:
-  """A local directory (or .gguf file) for `name_or_path`: itself, or its hub-cache snapshot."""
+  """A local directory (or .gguf file) for `name_or_path`: itself, or its hub-cache snapshot.
+
+  A name that reads as a path (starts with . / ~, has two slashes, ends in .gguf, or its first
+  component exists here) is never looked up on the Hub: a typo is reported as a missing path.
+  """
   path = pathlib.Path(name_or_path).expanduser()
   if path.is_dir() or (path.is_file() and path.suffix == ".gguf"):
     return path
   name = str(name_or_path)
-  if path.suffix == ".gguf" or name.count("/") > 1 or name.startswith((".", "/", "~")):
-    raise FileNotFoundError(f"{name!r} is neither an existing directory nor a Hugging Face model id "
-                            "(owner/name). Pass a directory holding config.json and "
-                            "model.safetensors, or a .gguf file.")
+  if (path.suffix == ".gguf" or name.count("/") > 1 or name.startswith((".", "/", "~"))
+      or (len(path.parts) > 1 and pathlib.Path(path.parts[0]).is_dir())):
+    raise ModelNotFoundError(
+      f"{name!r} is neither an existing directory nor a Hugging Face model id (owner/name): "
+      f"{_missing(path)}. Pass a directory holding config.json and model.safetensors, or a "
+      ".gguf file.")
   import huggingface_hub  # Imported here: only hub ids need it.
   offline = _offline()
   try:
@@ -52,9 +64,35 @@ def resolve(name_or_path: str | os.PathLike, *, cache_dir: str | None = None,
     hint = (f"HF_HUB_OFFLINE=1 is set, so only {where} is searched: download it once where "
             f"the hub is reachable (`huggingface-cli download {name}`) or pass a local directory."
             if offline else
-            f"Check the id, your network and token, or pass a local directory.")
-    raise FileNotFoundError(f"Could not find model {name!r}: {type(e).__name__}: {e}. {hint}") from e
+            "Check the id, your network and token, or pass a local directory.")
+    raise ModelNotFoundError(
+      f"Could not find model {name!r}: it is not a local path ({_missing(path)}) and the Hub "
+      f"lookup failed: {type(e).__name__}: {e}. {hint}") from e
   return pathlib.Path(snapshot)
+
+
+def _missing(path: pathlib.Path) -> str:
+  """'/abs/a/b does not exist; /abs/a holds: x, y' (the nearest existing parent's entries)."""
+  full = pathlib.Path(os.path.abspath(path))
+  parent = next((p for p in full.parents if p.is_dir()), None)
+  text = f"{full} does not exist"
+  if parent is not None and parent != pathlib.Path(full.anchor):
+    entries = sorted(e.name + ("/" if e.is_dir() else "") for e in parent.iterdir())
+    shown = ", ".join(entries[:8]) + (", ..." if len(entries) > 8 else "") or "nothing"
+    text += f"; {parent} holds: {shown}"
+  return text
+
+
+def open_safetensors(file: pathlib.Path):
+  """safetensors' reader of `file`, or a UserError naming the file when it is corrupt."""
+  from safetensors import safe_open
+  try:
+    return safe_open(str(file), framework="np")
+  except Exception as e:  # SafetensorError (bad header, truncated) or OSError
+    raise UserError(
+      f"{file} is not a readable safetensors file ({type(e).__name__}: {e}); it is truncated or "
+      "corrupt (an interrupted download or copy?). Replace it: copy or download the checkpoint "
+      "again (from the hub: `huggingface-cli download ID --force-download`).") from e
 
 
 def read_config(model_dir: pathlib.Path) -> dict[str, Any]:
@@ -96,11 +134,14 @@ class Tensors:
     self.used.add(name)
     if self._arrays is not None:
       return np.asarray(self._arrays[name])
-    from safetensors import safe_open
     file = self._files[name]
     if file not in self._handles:
-      self._handles[file] = safe_open(str(file), framework="np")
-    return self._handles[file].get_tensor(name)
+      self._handles[file] = open_safetensors(file)
+    try:
+      return self._handles[file].get_tensor(name)
+    except Exception as e:
+      raise UserError(f"{file}: tensor {name!r} cannot be read ({type(e).__name__}: {e}); the "
+                      "file is corrupt. Copy or download the checkpoint again.") from e
 
   def unused(self) -> list[str]:
     return [n for n in self.names() if n not in self.used]
@@ -110,8 +151,7 @@ def read_tensors(model_dir: pathlib.Path, *, allow_pickle: bool = False) -> Tens
   """The tensors of `model_dir`: single or sharded safetensors, or an opted-in pytorch_model.bin."""
   single, index = model_dir / SAFETENSORS, model_dir / SAFETENSORS_INDEX
   if single.is_file():
-    from safetensors import safe_open
-    with safe_open(str(single), framework="np") as f:
+    with open_safetensors(single) as f:
       return Tensors({k: single for k in f.keys()}, str(single))
   if index.is_file():
     with open(index) as f:

@@ -1,7 +1,6 @@
 """Building blocks shared by the model families: norms, attention, rotary embeddings, activations.
 
-Letters: B batch, L query length, S key length, D model width, N query heads, K key/value heads,
-G query heads per key/value head (N = K G), H head width, F MLP width, V vocabulary.
+Shape letters as in the legend of `gmlm/nn/__init__.py`.
 Norms, softmax and rotary embeddings run in float32 whatever the compute dtype.
 """
 
@@ -73,32 +72,32 @@ def mask_bias(keep_BLS: Array) -> Array:
   return jnp.where(keep_BLS, 0.0, jnp.finfo(jnp.float32).min).astype(jnp.float32)
 
 
-def attention(q_BLNH: Array, k_BSKH: Array, v_BSKH: Array, keep_BLS: Array,
+def attention(q_BLNH: Array, k_BSMH: Array, v_BSMH: Array, keep_BLS: Array,
               scale: float | None = None) -> Array:
-  """Softmax attention; query heads share key/value heads in groups of G = N / K (GQA).
+  """Softmax attention; query heads share key/value heads in groups of G = N / M (GQA).
 
   keep_BLS: which key positions each query may attend to (broadcastable to [B, L, S]).
   """
   B, L, N, H = q_BLNH.shape
-  K = k_BSKH.shape[2]
-  q_BLKGH = q_BLNH.reshape(B, L, K, N // K, H)
+  M = k_BSMH.shape[2]
+  q_BLMGH = q_BLNH.reshape(B, L, M, N // M, H)
   scale = 1.0 / math.sqrt(H) if scale is None else scale
-  s_BKGLS = jnp.einsum("BLKGH,BSKH->BKGLS", q_BLKGH, k_BSKH,
+  s_BMGLS = jnp.einsum("BLMGH,BSMH->BMGLS", q_BLMGH, k_BSMH,
                        preferred_element_type=jnp.float32) * scale
-  s_BKGLS = s_BKGLS + mask_bias(keep_BLS)[:, None, None, :, :]
-  p_BKGLS = jax.nn.softmax(s_BKGLS, axis=-1).astype(v_BSKH.dtype)
-  o_BLKGH = jnp.einsum("BKGLS,BSKH->BLKGH", p_BKGLS, v_BSKH)
-  return o_BLKGH.reshape(B, L, N, H)
+  s_BMGLS = s_BMGLS + mask_bias(keep_BLS)[:, None, None, :, :]
+  p_BMGLS = jax.nn.softmax(s_BMGLS, axis=-1).astype(v_BSMH.dtype)
+  o_BLMGH = jnp.einsum("BMGLS,BSMH->BLMGH", p_BMGLS, v_BSMH)
+  return o_BLMGH.reshape(B, L, N, H)
 
 
 def merge_heads(a_BLNH: Array, o_NHD: Array) -> Array:
-  """The attention output projection, sum over heads and head width, as one [N H, D] matmul.
+  """The attention output projection, sum over heads and head width, as one [I = N H, D] matmul.
 
   Written as the two-axis einsum "BLNH,NHD->BLD", XLA CPU lays the contraction out as (H, N)
   and transposes the kernel on every call (a 2.4 MB copy per BERT-base layer); BERT-base's
   forward at batch 16 ran 4% slower that way."""
   B, L, N, H = a_BLNH.shape
-  return jnp.einsum("BLE,ED->BLD", a_BLNH.reshape(B, L, N * H), o_NHD.reshape(N * H, -1))
+  return jnp.einsum("BLI,ID->BLD", a_BLNH.reshape(B, L, N * H), o_NHD.reshape(N * H, -1))
 
 
 def take_rows(x_BL___: Array, rows_BK: Array | None) -> Array:
@@ -111,7 +110,8 @@ def take_rows(x_BL___: Array, rows_BK: Array | None) -> Array:
 
 
 def rope(x_BLNH: Array, positions_BL: Array, theta: float) -> Array:
-  """Rotary position embedding, rotate-half convention (first and second half of H paired)."""
+  """Rotary position embedding, rotate-half convention (first and second half of H paired;
+  h = H / 2 rotation frequencies)."""
   H = x_BLNH.shape[-1]
   inv_freq = 1.0 / (theta ** (jnp.arange(0, H, 2, dtype=jnp.float32) / H))
   angle_BLh = positions_BL.astype(jnp.float32)[..., None] * inv_freq

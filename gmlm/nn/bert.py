@@ -1,7 +1,7 @@
 """BERT (and its MiniLM family): a post-norm Transformer encoder with the masked-LM head.
 
 The same module serves RoBERTa (`roberta.py`), which differs only in its position ids and in
-its tensor names. Letters as in `_layers.py`; P positions, T token types.
+its tensor names. Shape letters: `gmlm/nn/__init__.py`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from gmlm.nn import _layers, _params
@@ -40,6 +39,7 @@ class BertConfig:
   type_vocab_size: int = 2
   layer_norm_eps: float = 1e-12
   hidden_act: str = "gelu"
+  head_act: str | None = None      # the MLM head's activation; None: hidden_act (RoBERTa: "gelu")
   pad_token_id: int = 0
   tie_word_embeddings: bool = True
   with_mlm_head: bool = True
@@ -153,10 +153,11 @@ class BertMLMHead(nnx.Module):
   def __call__(self, h_BKD: Array, embedding_VD: nnx.Param) -> Array:
     c, dt = self.c, self.c.dtype
     t_BKE = jnp.einsum("BKD,DE->BKE", h_BKD, self.dense_DE[...].astype(dt))
-    t_BKE = _layers.activation(c.hidden_act)(t_BKE + self.dense_bias_E[...].astype(dt))
+    act = _layers.activation(c.head_act or c.hidden_act)
+    t_BKE = act(t_BKE + self.dense_bias_E[...].astype(dt))
     t_BKE = _layers.layer_norm(t_BKE, self.norm_scale_E, self.norm_bias_E, c.layer_norm_eps)
-    E_VE = (embedding_VD if self.decoder_VE is None else self.decoder_VE)[...].astype(dt)
-    logits_BKV = jnp.einsum("bkd,vd->bkv", t_BKE, E_VE, preferred_element_type=jnp.float32)
+    out_VE = (embedding_VD if self.decoder_VE is None else self.decoder_VE)[...].astype(dt)
+    logits_BKV = jnp.einsum("BKE,VE->BKV", t_BKE, out_VE, preferred_element_type=jnp.float32)
     return logits_BKV + self.bias_V[...].astype(jnp.float32)
 
 
@@ -169,7 +170,8 @@ class Bert(nnx.Module):
     self.word_VD = _layers.param(rngs, (c.vocab_size, D), pd)
     self.position_PD = _layers.param(rngs, (c.max_positions, D), pd)
     self.token_type_TD = _layers.param(rngs, (c.type_vocab_size, D), pd)
-    self.embed_norm_scale_D, self.embed_norm_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
+    self.embed_norm_scale_D = _layers.ones((D,), pd)
+    self.embed_norm_bias_D = _layers.zeros((D,), pd)
     self.layers = nnx.List([BertLayer(c, rngs) for _ in range(c.num_layers)])
     self.head = BertMLMHead(c, rngs) if c.with_mlm_head else None
 
@@ -255,7 +257,6 @@ IGNORED = ("pooler.", "cls.seq_relationship", "position_ids", "token_type_ids")
 
 def load_weights(model: Bert, t: Tensors, names: Names = BERT_NAMES) -> Bert:
   """Fills an (abstract) Bert from checkpoint tensors, with or without the body prefix."""
-  c = model.config
   p = names.body if f"{names.body}embeddings.word_embeddings.weight" in t else ""
   _params.copy(t, p + "embeddings.word_embeddings.weight", model.word_VD)
   _params.copy(t, p + "embeddings.position_embeddings.weight", model.position_PD)
@@ -285,88 +286,15 @@ def load_weights(model: Bert, t: Tensors, names: Names = BERT_NAMES) -> Bert:
     _params.copy(t, names.head_dense + ".bias", h.dense_bias_E)
     _params.copy(t, names.head_norm + ".weight", h.norm_scale_E)
     _params.copy(t, names.head_norm + ".bias", h.norm_bias_E)
-    bias = names.bias if names.bias in t else names.decoder + ".bias"
-    _params.copy(t, bias, h.bias_V)
-    if h.decoder_VE is not None:
+    # PyTorch adds decoder.bias. A tied head ties it to `bias` (checkpoints may store either or
+    # both); an untied one keeps a tensor of its own, and then `bias` is never used.
+    tied = h.decoder_VE is None
+    first, second = ((names.bias, names.decoder + ".bias") if tied
+                     else (names.decoder + ".bias", names.bias))
+    _params.copy(t, first if first in t else second, h.bias_V)
+    if not tied:
       _params.copy(t, names.decoder + ".weight", h.decoder_VE)
-    elif names.decoder + ".weight" in t:
-      t.used.add(names.decoder + ".weight")  # the tied copy of the word embeddings
-    if names.decoder + ".bias" in t:
-      t.used.add(names.decoder + ".bias")
+    for unread in (second, names.decoder + ".weight"):  # the tied copies
+      if unread in t:
+        t.used.add(unread)
   return _params.finish(model, t, ignore=IGNORED)
-
-
-def hf_tensors(model: Bert, names: Names = BERT_NAMES) -> dict[str, np.ndarray]:
-  """The inverse of `load_weights`: Hugging Face-named float32 tensors of a (trained) model."""
-  c = model.config
-  a = lambda p: np.asarray(p[...], np.float32)
-  lin = lambda p, n_in=1: np.ascontiguousarray(  # ours [in..., out...] -> torch [out, in]
-    a(p).reshape(math.prod(p.shape[:n_in]), -1).T)
-  p = names.body
-  out = {
-    p + "embeddings.word_embeddings.weight": a(model.word_VD),
-    p + "embeddings.position_embeddings.weight": a(model.position_PD),
-    p + "embeddings.token_type_embeddings.weight": a(model.token_type_TD),
-    p + "embeddings.LayerNorm.weight": a(model.embed_norm_scale_D),
-    p + "embeddings.LayerNorm.bias": a(model.embed_norm_bias_D),
-  }
-  for i, layer in enumerate(model.layers):
-    q = f"{p}encoder.layer.{i}."
-    for proj, kernel, bias in (("query", layer.q_DNH, layer.q_bias_NH),
-                               ("key", layer.k_DNH, layer.k_bias_NH),
-                               ("value", layer.v_DNH, layer.v_bias_NH)):
-      out[f"{q}attention.self.{proj}.weight"] = lin(kernel)
-      out[f"{q}attention.self.{proj}.bias"] = a(bias).reshape(-1)
-    out.update({
-      q + "attention.output.dense.weight": lin(layer.o_NHD, 2),
-      q + "attention.output.dense.bias": a(layer.o_bias_D),
-      q + "attention.output.LayerNorm.weight": a(layer.attn_norm_scale_D),
-      q + "attention.output.LayerNorm.bias": a(layer.attn_norm_bias_D),
-      q + "intermediate.dense.weight": lin(layer.up_DF),
-      q + "intermediate.dense.bias": a(layer.up_bias_F),
-      q + "output.dense.weight": lin(layer.down_FD),
-      q + "output.dense.bias": a(layer.down_bias_D),
-      q + "output.LayerNorm.weight": a(layer.mlp_norm_scale_D),
-      q + "output.LayerNorm.bias": a(layer.mlp_norm_bias_D),
-    })
-  if model.head is not None:
-    h = model.head
-    out.update({
-      names.head_dense + ".weight": lin(h.dense_DE), names.head_dense + ".bias": a(h.dense_bias_E),
-      names.head_norm + ".weight": a(h.norm_scale_E), names.head_norm + ".bias": a(h.norm_bias_E),
-      names.bias: a(h.bias_V),
-    })
-    if h.decoder_VE is not None:
-      out[names.decoder + ".weight"] = a(h.decoder_VE)
-  return out
-
-
-def hf_config(c: BertConfig) -> dict[str, Any]:
-  """A config.json for `hf_tensors` that both our loader and transformers read."""
-  roberta = c.roberta_positions
-  return {
-    "architectures": [("Roberta" if roberta else "Bert")
-                      + ("ForMaskedLM" if c.with_mlm_head else "Model")],
-    "model_type": "roberta" if roberta else "bert", "vocab_size": c.vocab_size,
-    "hidden_size": c.hidden_size, "num_hidden_layers": c.num_layers,
-    "num_attention_heads": c.num_heads, "intermediate_size": c.intermediate_size,
-    "max_position_embeddings": c.max_positions, "type_vocab_size": c.type_vocab_size,
-    "layer_norm_eps": c.layer_norm_eps, "hidden_act": c.hidden_act,
-    "pad_token_id": c.pad_token_id, "tie_word_embeddings": c.tie_word_embeddings,
-    "position_embedding_type": "absolute", "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
-  }
-
-
-def save_pretrained(model: Bert, directory, tokenizer=None) -> None:
-  """Writes config.json + model.safetensors (+ the tokenizer): loadable by `load` and transformers."""
-  import json
-  import pathlib
-  from safetensors.numpy import save_file
-  directory = pathlib.Path(directory)
-  directory.mkdir(parents=True, exist_ok=True)
-  names = ROBERTA_NAMES if model.config.roberta_positions else BERT_NAMES
-  save_file(hf_tensors(model, names), str(directory / "model.safetensors"), metadata={"format": "pt"})
-  (directory / "config.json").write_text(json.dumps(hf_config(model.config), indent=2))
-  if tokenizer is not None:
-    tokenizer.save_pretrained(str(directory))

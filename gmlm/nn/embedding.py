@@ -6,7 +6,6 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 Array = jax.Array
 

@@ -1,7 +1,7 @@
 """GPT-2 (GPT2LMHeadModel): a pre-norm causal Transformer with learned positions and a tied head.
 
 Its checkpoints store Conv1D weights as [in, out], so no transposes are needed on load.
-Letters as in `_layers.py`; C the three projections (query, key, value).
+Shape letters: `gmlm/nn/__init__.py` (C: the query, key and value parts of the fused projection).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class GPT2Block(nnx.Module):
     D, N, H, F, pd = c.hidden_size, c.num_heads, c.head_dim, c.intermediate_size, c.param_dtype
     self.c, self.i = c, i
     self.ln1_scale_D, self.ln1_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
-    self.qkv_DCNH, self.qkv_bias_CNH = _layers.param(rngs, (D, 3, N, H), pd), _layers.zeros((3, N, H), pd)
+    self.qkv_DCNH = _layers.param(rngs, (D, 3, N, H), pd)
+    self.qkv_bias_CNH = _layers.zeros((3, N, H), pd)
     self.o_NHD, self.o_bias_D = _layers.param(rngs, (N, H, D), pd), _layers.zeros((D,), pd)
     self.ln2_scale_D, self.ln2_bias_D = _layers.ones((D,), pd), _layers.zeros((D,), pd)
     self.fc_DF, self.fc_bias_F = _layers.param(rngs, (D, F), pd), _layers.zeros((F,), pd)
@@ -93,15 +94,17 @@ class GPT2(nnx.Module):
     c = self.config
     B, L = tokens_BL.shape
     _layers.check_length(L, c.max_positions, "position table")
-    x_BLD = (self.word_VD[...][tokens_BL] + self.position_PD[...][jnp.arange(L)][None]).astype(c.dtype)
+    x_BLD = self.word_VD[...][tokens_BL] + self.position_PD[...][jnp.arange(L)][None]
+    x_BLD = x_BLD.astype(c.dtype)
     keep_BLS = _layers.causal_keep(attention_mask_BL, B, L)
     for block in self.blocks:
       x_BLD = block(x_BLD, keep_BLS)
     return _layers.layer_norm(x_BLD, self.lnf_scale_D, self.lnf_bias_D, c.layer_norm_eps)
 
   def lm_logits(self, h_BKD: Array) -> Array:
-    E_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...].astype(self.config.dtype)
-    return jnp.einsum("bkd,vd->bkv", h_BKD, E_VD, preferred_element_type=jnp.float32)
+    out_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...]
+    return jnp.einsum("BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype),
+                      preferred_element_type=jnp.float32)
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.lm_logits(self.hidden(tokens_BL, attention_mask_BL))

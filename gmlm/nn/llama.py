@@ -1,7 +1,8 @@
 """Llama (LlamaForCausalLM): RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention.
 
 Loads Hugging Face safetensors checkpoints and llama.cpp GGUF files (quantised tensors are
-dequantised to float32 with the `gguf` package). Letters as in `_layers.py`.
+dequantised to float32 with the `gguf` package). Shape letters: `gmlm/nn/__init__.py`; M the
+key/value heads (grouped-query attention).
 """
 
 from __future__ import annotations
@@ -65,18 +66,18 @@ class LlamaConfig:
 
 class LlamaBlock(nnx.Module):
   def __init__(self, c: LlamaConfig, rngs: nnx.Rngs):
-    D, N, K, H, F = c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size
+    D, N, M, H, F = c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size
     pd = c.param_dtype
     self.c = c
     self.attn_norm_D = _layers.ones((D,), pd)
-    self.q_DNH, self.k_DKH, self.v_DKH = (_layers.param(rngs, (D, N, H), pd),
-                                          _layers.param(rngs, (D, K, H), pd),
-                                          _layers.param(rngs, (D, K, H), pd))
+    self.q_DNH, self.k_DMH, self.v_DMH = (_layers.param(rngs, (D, N, H), pd),
+                                          _layers.param(rngs, (D, M, H), pd),
+                                          _layers.param(rngs, (D, M, H), pd))
     self.o_NHD = _layers.param(rngs, (N, H, D), pd)
     bias = c.attention_bias
     self.q_bias_NH = _layers.zeros((N, H), pd) if bias else None
-    self.k_bias_KH = _layers.zeros((K, H), pd) if bias else None
-    self.v_bias_KH = _layers.zeros((K, H), pd) if bias else None
+    self.k_bias_MH = _layers.zeros((M, H), pd) if bias else None
+    self.v_bias_MH = _layers.zeros((M, H), pd) if bias else None
     self.o_bias_D = _layers.zeros((D,), pd) if bias else None
     self.mlp_norm_D = _layers.ones((D,), pd)
     self.gate_DF, self.up_DF = _layers.param(rngs, (D, F), pd), _layers.param(rngs, (D, F), pd)
@@ -91,11 +92,11 @@ class LlamaBlock(nnx.Module):
     w = lambda p: 0 if p is None else p[...].astype(dt)
     h_BLD = _layers.rms_norm(x_BLD, self.attn_norm_D, c.rms_norm_eps)
     q_BLNH = jnp.einsum("BLD,DNH->BLNH", h_BLD, w(self.q_DNH)) + w(self.q_bias_NH)
-    k_BLKH = jnp.einsum("BLD,DKH->BLKH", h_BLD, w(self.k_DKH)) + w(self.k_bias_KH)
-    v_BLKH = jnp.einsum("BLD,DKH->BLKH", h_BLD, w(self.v_DKH)) + w(self.v_bias_KH)
+    k_BLMH = jnp.einsum("BLD,DMH->BLMH", h_BLD, w(self.k_DMH)) + w(self.k_bias_MH)
+    v_BLMH = jnp.einsum("BLD,DMH->BLMH", h_BLD, w(self.v_DMH)) + w(self.v_bias_MH)
     q_BLNH = _layers.rope(q_BLNH, positions_BL, c.rope_theta)
-    k_BLKH = _layers.rope(k_BLKH, positions_BL, c.rope_theta)
-    a_BLNH = _layers.attention(q_BLNH, k_BLKH, v_BLKH, keep_BLS)
+    k_BLMH = _layers.rope(k_BLMH, positions_BL, c.rope_theta)
+    a_BLNH = _layers.attention(q_BLNH, k_BLMH, v_BLMH, keep_BLS)
     x_BLD = x_BLD + _layers.merge_heads(a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
     h_BLD = _layers.rms_norm(x_BLD, self.mlp_norm_D, c.rms_norm_eps)
     g_BLF = jnp.einsum("BLD,DF->BLF", h_BLD, w(self.gate_DF)) + w(self.gate_bias_F)
@@ -124,8 +125,9 @@ class Llama(nnx.Module):
     return _layers.rms_norm(x_BLD, self.final_norm_D, c.rms_norm_eps)
 
   def lm_logits(self, h_BKD: Array) -> Array:
-    E_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...].astype(self.config.dtype)
-    return jnp.einsum("bkd,vd->bkv", h_BKD, E_VD, preferred_element_type=jnp.float32)
+    out_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...]
+    return jnp.einsum("BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype),
+                      preferred_element_type=jnp.float32)
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.lm_logits(self.hidden(tokens_BL, attention_mask_BL))
@@ -139,11 +141,11 @@ def load_weights(model: Llama, t: Tensors) -> Llama:
     q = f"{p}layers.{i}."
     _params.copy(t, q + "input_layernorm.weight", b.attn_norm_D)
     _params.linear(t, q + "self_attn.q_proj.weight", b.q_DNH)
-    _params.linear(t, q + "self_attn.k_proj.weight", b.k_DKH)
-    _params.linear(t, q + "self_attn.v_proj.weight", b.v_DKH)
+    _params.linear(t, q + "self_attn.k_proj.weight", b.k_DMH)
+    _params.linear(t, q + "self_attn.v_proj.weight", b.v_DMH)
     _params.linear(t, q + "self_attn.o_proj.weight", b.o_NHD, n_in=2)
     if c.attention_bias:
-      for proj, bias in (("q", b.q_bias_NH), ("k", b.k_bias_KH), ("v", b.v_bias_KH)):
+      for proj, bias in (("q", b.q_bias_NH), ("k", b.k_bias_MH), ("v", b.v_bias_MH)):
         _params.copy(t, q + f"self_attn.{proj}_proj.bias", bias, flat=True)
       _params.copy(t, q + "self_attn.o_proj.bias", b.o_bias_D)
     _params.copy(t, q + "post_attention_layernorm.weight", b.mlp_norm_D)
@@ -174,8 +176,8 @@ _GGUF_NAMES = {  # GGUF per-block name -> Hugging Face name
 def _unpermute_rope(w_OI: np.ndarray, heads: int) -> np.ndarray:
   """Undoes llama.cpp's reordering of q/k rows (interleaved rotary pairs -> rotate-half halves)."""
   half = w_OI.shape[0] // heads // 2
-  w_NhTI = w_OI.reshape(heads, half, 2, *w_OI.shape[1:])  # T: the two members of a rotary pair
-  return w_NhTI.swapaxes(1, 2).reshape(w_OI.shape)
+  w_Nh2I = w_OI.reshape(heads, half, 2, *w_OI.shape[1:])  # 2: the two members of a rotary pair
+  return w_Nh2I.swapaxes(1, 2).reshape(w_OI.shape)
 
 
 def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], Tensors]:

@@ -26,7 +26,8 @@ _FAMILIES: dict[str, tuple[type, Callable[..., Any], Callable[..., Any]]] = {
                          bert.load_weights),  # its MLM head; the next-sentence head is ignored
   "RobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
   "XLMRobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
-  "RobertaModel": (bert.Bert, lambda hf, **kw: roberta.config_from_hf(hf, with_mlm_head=False, **kw),
+  "RobertaModel": (bert.Bert,
+                   lambda hf, **kw: roberta.config_from_hf(hf, with_mlm_head=False, **kw),
                    roberta.load_weights),
   "ModernBertForMaskedLM": (modernbert.ModernBert, modernbert.ModernBertConfig.from_hf,
                             modernbert.load_weights),
@@ -54,7 +55,8 @@ def register_preset(name: str, loader: Callable[..., tuple[Any, Any]]) -> None:
   _PRESETS[name] = loader
 
 
-def presets() -> list[str]:
+def preset_names() -> list[str]:
+  """The names `load` accepts besides paths and hub ids (e.g. "default")."""
   return sorted(_PRESETS)
 
 

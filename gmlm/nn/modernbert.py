@@ -3,7 +3,8 @@ attention, a GeGLU MLP, bias-free LayerNorms, and a dense-GELU-norm MLM head.
 
 Layer i attends globally when layer_types[i] == "full_attention" (every third layer by default,
 starting with the first), else only to keys within `local_attention // 2` positions.
-Letters as in `_layers.py`; C the two halves (input, gate) of the GeGLU projection.
+Shape letters: `gmlm/nn/__init__.py` (C: the parts of a fused projection, query/key/value or
+the GeGLU input/gate).
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ class ModernBertLayer(nnx.Module):
     D, N, H, F, pd = c.hidden_size, c.num_heads, c.head_dim, c.intermediate_size, c.param_dtype
     self.c, self.is_global = c, c.global_layers[i]
     self.attn_norm = Norm(c) if i > 0 else None  # the embedding norm serves layer 0
-    self.qkv_D3NH = _layers.param(rngs, (D, 3, N, H), pd)
-    self.qkv_bias_3NH = _layers.zeros((3, N, H), pd) if c.attention_bias else None
+    self.qkv_DCNH = _layers.param(rngs, (D, 3, N, H), pd)
+    self.qkv_bias_CNH = _layers.zeros((3, N, H), pd) if c.attention_bias else None
     self.o_NHD = _layers.param(rngs, (N, H, D), pd)
     self.o_bias_D = _layers.zeros((D,), pd) if c.attention_bias else None
     self.mlp_norm = Norm(c)
@@ -117,12 +118,12 @@ class ModernBertLayer(nnx.Module):
     c, dt = self.c, self.c.dtype
     w = lambda p: 0 if p is None else p[...].astype(dt)
     h_BLD = x_BLD if self.attn_norm is None else self.attn_norm(x_BLD)
-    qkv_BL3NH = jnp.einsum("BLD,DCNH->BLCNH", h_BLD, w(self.qkv_D3NH)) + w(self.qkv_bias_3NH)
+    qkv_BLCNH = jnp.einsum("BLD,DCNH->BLCNH", h_BLD, w(self.qkv_DCNH)) + w(self.qkv_bias_CNH)
     theta = c.global_rope_theta if self.is_global else c.local_rope_theta
-    q_BQNH = _layers.rope(_layers.take_rows(qkv_BL3NH[:, :, 0], rows_BK),
+    q_BQNH = _layers.rope(_layers.take_rows(qkv_BLCNH[:, :, 0], rows_BK),
                           _layers.take_rows(positions_BL, rows_BK), theta)
-    k_BLNH = _layers.rope(qkv_BL3NH[:, :, 1], positions_BL, theta)
-    a_BQNH = _layers.attention(q_BQNH, k_BLNH, qkv_BL3NH[:, :, 2],
+    k_BLNH = _layers.rope(qkv_BLCNH[:, :, 1], positions_BL, theta)
+    a_BQNH = _layers.attention(q_BQNH, k_BLNH, qkv_BLCNH[:, :, 2],
                                _layers.take_rows(keep_BLS, rows_BK))
     x_BQD = (_layers.take_rows(x_BLD, rows_BK)
              + _layers.merge_heads(a_BQNH, w(self.o_NHD)) + w(self.o_bias_D))
@@ -175,8 +176,8 @@ class ModernBert(nnx.Module):
     if self.head_bias_E is not None:
       t_BKE = t_BKE + self.head_bias_E[...].astype(dt)
     t_BKE = self.head_norm(_layers.activation(c.classifier_act)(t_BKE))
-    E_VE = (self.word_VD if self.decoder_VE is None else self.decoder_VE)[...].astype(dt)
-    logits_BKV = jnp.einsum("bkd,vd->bkv", t_BKE, E_VE, preferred_element_type=jnp.float32)
+    out_VE = (self.word_VD if self.decoder_VE is None else self.decoder_VE)[...].astype(dt)
+    logits_BKV = jnp.einsum("BKE,VE->BKV", t_BKE, out_VE, preferred_element_type=jnp.float32)
     if self.decoder_bias_V is not None:
       logits_BKV = logits_BKV + self.decoder_bias_V[...].astype(jnp.float32)
     return logits_BKV
@@ -200,13 +201,13 @@ def load_weights(model: ModernBert, t: Tensors) -> ModernBert:
     q = f"{p}layers.{i}."
     if layer.attn_norm is not None:
       _norm(t, q + "attn_norm", layer.attn_norm)
-    _params.linear(t, q + "attn.Wqkv.weight", layer.qkv_D3NH)
+    _params.linear(t, q + "attn.Wqkv.weight", layer.qkv_DCNH)
     _params.linear(t, q + "attn.Wo.weight", layer.o_NHD, n_in=2)
     _norm(t, q + "mlp_norm", layer.mlp_norm)
     _params.linear(t, q + "mlp.Wi.weight", layer.wi_DCF)
     _params.linear(t, q + "mlp.Wo.weight", layer.wo_FD)
     if c.attention_bias:
-      _params.copy(t, q + "attn.Wqkv.bias", layer.qkv_bias_3NH, flat=True)
+      _params.copy(t, q + "attn.Wqkv.bias", layer.qkv_bias_CNH, flat=True)
       _params.copy(t, q + "attn.Wo.bias", layer.o_bias_D)
     if c.mlp_bias:
       _params.copy(t, q + "mlp.Wi.bias", layer.wi_bias_CF, flat=True)

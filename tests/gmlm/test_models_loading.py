@@ -9,17 +9,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import batch, tiny_torch_model, torch_logits
 
 from gmlm import nn as gm
-from models_util import batch, save_tiny, torch_logits
 
 pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-  d = tmp_path_factory.mktemp("bert")
-  return d, save_tiny("BertForMaskedLM", d)
+def bert_dir(tiny_checkpoint):
+  """(directory, torch model) of conftest's tiny BERT."""
+  return tiny_checkpoint("BertForMaskedLM"), tiny_torch_model("BertForMaskedLM")
 
 
 def _edit_config(src, dst, **changes):
@@ -114,9 +114,9 @@ def test_sequence_longer_than_the_position_table_is_refused(bert_dir):
     gm.masked_logits(model, tokens, jnp.zeros((1, 1), jnp.int32))
 
 
-def test_roberta_offset_leaves_two_fewer_positions(tmp_path):
-  save_tiny("RobertaForMaskedLM", tmp_path)  # 42 rows, positions start at pad_token_id + 1 = 2
-  model, _ = gm.load(tmp_path)
+def test_roberta_offset_leaves_two_fewer_positions(tiny_checkpoint):
+  # 42 rows, positions start at pad_token_id + 1 = 2
+  model, _ = gm.load(tiny_checkpoint("RobertaForMaskedLM"))
   gm.full_logits(model, jnp.full((1, 40), 5))
   with pytest.raises(ValueError, match="RoBERTa offsets positions"):
     gm.full_logits(model, jnp.full((1, 41), 5))
@@ -137,3 +137,42 @@ def test_from_config_builds_a_trainable_random_model():
                           "intermediate_size": 32, "max_position_embeddings": 8})
   logits = jax.jit(gm.full_logits)(model, jnp.ones((2, 8), jnp.int32))
   assert logits.shape == (2, 8, 50) and np.isfinite(np.asarray(logits)).all()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header bit flip"])
+def test_corrupt_safetensors_is_one_user_error_naming_the_file(tiny_checkpoint, tmp_path, damage):
+  from gmlm.checks import UserError
+  d = tmp_path / "corrupt"
+  shutil.copytree(tiny_checkpoint("BertForMaskedLM"), d)
+  raw = bytearray((d / "model.safetensors").read_bytes())
+  if damage == "truncated":
+    raw = raw[: len(raw) // 2]
+  else:
+    raw[20] ^= 0xFF  # inside the JSON header
+  (d / "model.safetensors").write_bytes(bytes(raw))
+  with pytest.raises(UserError, match=r"model\.safetensors is not a readable safetensors file.*"
+                                      r"truncated or corrupt.*download the checkpoint again"):
+    gm.load(d)
+
+
+@pytest.mark.parametrize("typo", ["./models/bert", "models/bert"])
+def test_mistyped_relative_path_is_reported_missing_not_looked_up_on_the_hub(
+    tmp_path, monkeypatch, typo):
+  import huggingface_hub
+
+  from gmlm.checks import UserError
+  (tmp_path / "models" / "bert-tiny").mkdir(parents=True)
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                      lambda *a, **k: pytest.fail("a local path was looked up on the Hub"))
+  with pytest.raises(UserError, match=rf"{tmp_path / 'models' / 'bert'} does not exist; "
+                                      rf"{tmp_path / 'models'} holds: bert-tiny/"):
+    gm.load(typo)
+
+
+def test_hub_failure_also_says_the_name_is_not_a_local_path(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+  with pytest.raises(FileNotFoundError, match=r"not a local path \(.*someone/absent does not "
+                                              r"exist.*\) and the Hub lookup failed"):
+    gm.load("someone/absent", cache_dir=str(tmp_path / "hub"))

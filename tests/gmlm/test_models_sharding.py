@@ -1,20 +1,14 @@
 """masked_logits shards over a mesh's data axis (params replicated) without changing a number.
 
-The device count is fixed when jax is imported, so each count runs in its own subprocess with
-XLA_FLAGS=--xla_force_host_platform_device_count=N.
+The device count is fixed when jax is imported, so each count runs in its own interpreter
+(conftest's `run_on_devices`).
 """
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-
-from models_util import REPO, save_tiny
+from conftest import run_on_devices
 
 pytest.importorskip("torch")
 
@@ -43,19 +37,15 @@ np.save(out, np.stack([np.asarray(logits), np.concatenate([np.asarray(x) for x i
 """
 
 
-def _run(directory: pathlib.Path, out: pathlib.Path, devices: int) -> np.ndarray:
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-         "JAX_PLATFORMS": "cpu", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-  result = subprocess.run([sys.executable, "-c", _SCRIPT, str(directory), str(out), str(devices)],
-                          env=env, capture_output=True, text=True, timeout=240)
-  assert result.returncode == 0, result.stderr[-3000:]
+def _run(directory, out, devices: int) -> np.ndarray:
+  run_on_devices(_SCRIPT, devices, directory, out, devices, timeout=240)
   return np.load(out)
 
 
-def test_one_and_eight_devices_give_identical_logits(tmp_path):
-  save_tiny("BertForMaskedLM", tmp_path / "bert")
-  one, one_sliced = _run(tmp_path / "bert", tmp_path / "one.npy", 1)
-  eight, _ = _run(tmp_path / "bert", tmp_path / "eight.npy", 8)
+def test_one_and_eight_devices_give_identical_logits(tiny_checkpoint, tmp_path):
+  bert = tiny_checkpoint("BertForMaskedLM")
+  one, one_sliced = _run(bert, tmp_path / "one.npy", 1)
+  eight, _ = _run(bert, tmp_path / "eight.npy", 8)
   assert one.shape == (16, 2, 97)
   # Each of 8 devices computes exactly what one device computes on its 2-sequence slice ...
   np.testing.assert_array_equal(eight, one_sliced)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import save_tiny, torch_logits
 
 from gmlm import nn as gm
-from models_util import save_tiny, torch_logits
 
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -45,9 +45,10 @@ def masked_logits(model, tokens_BL: Array, positions_BK: Array,
   if nc == 1:
     return _masked_logits(model, tokens_BL, positions_BK, attention_mask_BL)
   split = lambda x: None if x is None else x.reshape(B // nc, nc, *x.shape[1:]).swapaxes(0, 1)
-  out_JCKV = jax.lax.map(lambda a: _masked_logits(model, *a),
+  # J chunks, each a batch of B / J sequences
+  out_JBKV = jax.lax.map(lambda a: _masked_logits(model, *a),
                          (split(tokens_BL), split(positions_BK), split(attention_mask_BL)))
-  return out_JCKV.swapaxes(0, 1).reshape(B, *out_JCKV.shape[2:])
+  return out_JBKV.swapaxes(0, 1).reshape(B, *out_JBKV.shape[2:])
 
 
 @jax.jit
