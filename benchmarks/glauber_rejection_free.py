@@ -1,4 +1,4 @@
-"""Rejection-free (n-fold way) vs plain batched Glauber on the embedded default English MLM.
+"""Rejection-free vs plain batched Glauber on the embedded default English MLM.
 
 Chains start from English sentences (n free sites after [CLS]) and first descend to a local mode
 with T = 0 Glauber steps (a trap: every site holds its argmax). The temperature is the largest
@@ -54,20 +54,19 @@ def main() -> None:
   p.add_argument("--steps", type=int, default=20000, help="rejection-free steps per chain")
   p.add_argument("--burn_in", type=int, default=2000)
   p.add_argument("--granule", type=int, default=1,
-                  help="smallest batch finished chains retire down to (nfold.run)")
+                  help="smallest batch finished chains retire down to (rejection_free.run)")
   p.add_argument("--descent_steps", type=int, default=400, help="T = 0 steps to a local mode")
   p.add_argument("--temperatures", default="0.3,0.2,0.15,0.1,0.07,0.05,0.03")
   a = p.parse_args()
 
-  from gmlm import nn as gm
-  from glauber import chains, init_states
-  from glauber import rejection_free as nfold
-  model, tok = gm.load(a.model)
+  from glauber import chains, init_states, rejection_free
+  from glauber.layout import Layout, max_sequence_length
+  from glauber.oracle import load_mlm
+  model, tok = load_mlm(a.model)
   cands = chains.candidate_ids(tok, model.config.vocab_size)
-  lay = init_states.layout(tok, a.n, "", init_states.max_sequence_length(model))
+  lay = Layout.from_tokenizer(tok, a.n, "", max_sequence_length(model))
   x0 = init_states.from_text(tok, lay, TEXTS, a.chains)
-  spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay.mask_id, lay.offset,
-                                    a.n, T)
+  spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay, T)
   print(f"model {a.model}, {a.chains} chains, n = {a.n} free sites, float32, "
         f"{jax.device_count()} {jax.default_backend()} device(s)", flush=True)
 
@@ -75,16 +74,16 @@ def main() -> None:
                              a.descent_steps)
   chosen = None
   for T in (float(t) for t in a.temperatures.split(",")):
-    _, median = nfold.choose_mode(model, spec(T), mode_state.tokens_BL)
+    _, median = rejection_free.choose_mode(model, spec(T), mode_state.tokens_BL)
     print(f"T = {T}: median stay probability at the T = 0 mode {median:.4f}", flush=True)
     if median >= 0.99:
       chosen = T
       break
   if chosen is None:
     raise SystemExit("no temperature on the grid reaches a median stay probability of 0.99")
-  state, _ = nfold.run(jax.random.key(1), model, spec(chosen), chains.init_state(
+  state, _ = rejection_free.run(jax.random.key(1), model, spec(chosen), chains.init_state(
     mode_state.tokens_BL), 1, a.burn_in)  # exact burn-in at the chosen T
-  _, median = nfold.choose_mode(model, spec(chosen), state.tokens_BL)
+  _, median = rejection_free.choose_mode(model, spec(chosen), state.tokens_BL)
   print(f"T = {chosen}: median stay probability after a {a.burn_in}-step burn-in {median:.4f}")
   T, s = chosen, spec(chosen)
   start = chains.init_state(state.tokens_BL)
@@ -98,25 +97,26 @@ def main() -> None:
   jax.block_until_ready(out.tokens_BL)
   plain = a.chains * a.plain_steps / (time.perf_counter() - t0)
 
-  out, _ = nfold.run(jax.random.key(4), model, s, start, 1, 1)  # compile
+  out, _ = rejection_free.run(jax.random.key(4), model, s, start, 1, 1)  # compile
   jax.block_until_ready(out.tokens_BL)
   size = a.chains   # compile the batch sizes finished chains retire down to, outside the timing
   while size >= a.granule:
-    out, _ = nfold.run(jax.random.key(4), model, s, chains.init_state(start.tokens_BL[:size]), 1, 1)
+    out, _ = rejection_free.run(jax.random.key(4), model, s,
+                                chains.init_state(start.tokens_BL[:size]), 1, 1)
     jax.block_until_ready(out.tokens_BL)
     size //= 2
   for memo in (0, None):  # without the memo of recent states, then with the default one
     t0 = time.perf_counter()
-    out, rec = nfold.run(jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule,
+    out, rec = rejection_free.run(jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule,
                          memo=memo)
     jax.block_until_ready(out.tokens_BL)
     sec = time.perf_counter() - t0
     fast = a.chains * a.steps / sec
-    jumps, hits = np.asarray(rec["changes_B"]), np.asarray(rec["memo_hits"])
-    label = "no memo" if memo == 0 else f"memo of {nfold.memo_slots(s, a.chains)} states"
+    jumps, hits = np.asarray(rec.changes_B), np.asarray(rec.memo_hits_B)
+    label = "no memo" if memo == 0 else f"memo of {rejection_free.memo_slots(s, a.chains)} states"
     print(f"T = {T}: plain {plain:.1f} steps/s ({a.plain_steps} steps x {a.chains} chains); "
           f"rejection-free, {label}: {fast:.1f} steps/s ({a.steps} steps x {a.chains} chains in "
-          f"{sec:.1f} s, {int(rec['iterations'])} iterations, jumps per chain "
+          f"{sec:.1f} s, {int(rec.iterations)} iterations, jumps per chain "
           f"{jumps.min()}-{jumps.max()}, memo hits {hits.sum()}) = {fast / plain:.1f}x plain; "
           f"peak RSS {peak_rss_mb():.0f} MB", flush=True)
   for i in range(min(a.chains, 4)):
@@ -131,16 +131,16 @@ def main() -> None:
   out, _ = chains.run(jax.random.key(3), model, s, one(0), 1, a.plain_steps)
   jax.block_until_ready(out.tokens_BL)
   plain_one = a.plain_steps / (time.perf_counter() - t0)
-  out, _ = nfold.run(jax.random.key(4), model, s, one(0), 1, 1)  # compile
+  out, _ = rejection_free.run(jax.random.key(4), model, s, one(0), 1, 1)  # compile
   jax.block_until_ready(out.tokens_BL)
   total, per_chain = 0.0, []
   for i in range(a.chains):
     t0 = time.perf_counter()
-    out, rec = nfold.run(jax.random.key(6 + i), model, s, one(i), 1, a.steps)
+    out, rec = rejection_free.run(jax.random.key(6 + i), model, s, one(i), 1, a.steps)
     jax.block_until_ready(out.tokens_BL)
     sec = time.perf_counter() - t0
     total += sec
-    per_chain.append((a.steps / sec, int(rec["iterations"])))
+    per_chain.append((a.steps / sec, int(rec.iterations)))
   rates = np.array([r for r, _ in per_chain])
   print(f"chain by chain: plain {plain_one:.1f} steps/s (1 chain); rejection-free per chain "
         f"{rates.min():.0f}-{rates.max():.0f} steps/s (median {np.median(rates):.0f}, jumps "

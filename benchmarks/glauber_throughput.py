@@ -5,7 +5,7 @@ rejection-free mode vs plain steps at a temperature where the median stay probab
 (chains started in a trap planted by adding 12 to one token's output bias: random BERT-base
 conditionals are nearly uniform, so it has no stable low-temperature states of its own).
 
-  python benchmarks/glauber_throughput.py [--chains 1,16,64,256] [--nfold_chains 4]
+  python benchmarks/glauber_throughput.py [--chains 1,16,64,256] [--rejection_free_chains 4]
 
 Each framework runs in its own subprocess (its own peak RSS). A "step" is one simulated Glauber
 step of one chain, so steps/s = chains x steps / seconds.
@@ -46,14 +46,15 @@ def _sequences(B: int, seed: int = 0) -> np.ndarray:
   return np.concatenate([np.full((B, 1), CLS), free, np.full((B, 1), SEP)], 1).astype(np.int32)
 
 
-def jax_worker(directory: str, chains_list: list[int], nfold_chains: int) -> dict:
+def jax_worker(directory: str, chains_list: list[int], rejection_free_chains: int) -> dict:
   import jax
   from gmlm import nn as gm
-  from glauber import chains
-  from glauber import rejection_free as nfold
+  from glauber import chains, rejection_free
+  from glauber.layout import Layout
   model = gm.load_model(directory)
   cands = np.arange(999, 30522)             # bert-base-uncased: ids below 999 are special/unused
-  spec = lambda T: chains.make_spec(cands, 30522, MASK, 1, N, T)
+  lay = Layout((), N, CLS, SEP, MASK)
+  spec = lambda T: chains.make_spec(cands, 30522, lay, T)
   out = {"plain": {}}
   for B in chains_list:
     steps = max(1, 32 // B)
@@ -68,39 +69,39 @@ def jax_worker(directory: str, chains_list: list[int], nfold_chains: int) -> dic
     sec = time.perf_counter() - t0
     out["plain"][B] = {"steps_per_s": B * steps / sec, "first_call_s": compile_and_first}
     print(json.dumps({"chains": B, **out["plain"][B]}), file=sys.stderr, flush=True)
-  if not nfold_chains:
+  if not rejection_free_chains:
     out["peak_rss_mb"] = peak_rss_mb()
     return out
   # Rejection-free vs plain near an argmax fixed point: T = 0 sweeps, then the largest T on a
   # grid whose median stay probability is >= 0.99.
   # Random BERT-base conditionals are nearly uniform and context-sensitive, so argmax states
   # are not stable; the head's bias plants a trap token instead, and chains start inside it.
-  B = nfold_chains
+  B = rejection_free_chains
   state = chains.init_state(_sequences(B, 1))
   state = chains.init_state(state.tokens_BL.at[:, 1:-1].set(TRAP))
   for T in (1.0, 0.7, 0.5, 0.3, 0.2):
-    mode, median = nfold.choose_mode(model, spec(T), state.tokens_BL)
+    mode, median = rejection_free.choose_mode(model, spec(T), state.tokens_BL)
     print(json.dumps({"T": T, "median_stay": median}), file=sys.stderr, flush=True)
     if median >= 0.99:
       break
-  out["nfold"] = {"chains": B, "temperature": T, "median_stay": median}
+  out["rejection_free"] = {"chains": B, "temperature": T, "median_stay": median}
   steps = 8
   s, _ = chains.run(jax.random.key(3), model, spec(T), state, 1, steps)
   jax.block_until_ready(s.tokens_BL)
   t0 = time.perf_counter()
   s, _ = chains.run(jax.random.key(4), model, spec(T), state, 1, steps)
   jax.block_until_ready(s.tokens_BL)
-  out["nfold"]["plain_steps_per_s"] = B * steps / (time.perf_counter() - t0)
+  out["rejection_free"]["plain_steps_per_s"] = B * steps / (time.perf_counter() - t0)
   record = 400
-  s, _ = nfold.run(jax.random.key(5), model, spec(T), state, 1, 1)   # compile
+  s, _ = rejection_free.run(jax.random.key(5), model, spec(T), state, 1, 1)   # compile
   jax.block_until_ready(s.tokens_BL)
   t0 = time.perf_counter()
-  s, rec = nfold.run(jax.random.key(6), model, spec(T), state, 1, record)
+  s, rec = rejection_free.run(jax.random.key(6), model, spec(T), state, 1, record)
   jax.block_until_ready(s.tokens_BL)
   sec = time.perf_counter() - t0
-  out["nfold"].update(rejection_free_steps_per_s=B * record / sec,
-                      iterations=int(rec["iterations"]),
-                      jumps=int(np.asarray(rec["changes_B"]).sum()), seconds=sec)
+  out["rejection_free"].update(rejection_free_steps_per_s=B * record / sec,
+                      iterations=int(rec.iterations),
+                      jumps=int(np.asarray(rec.changes_B).sum()), seconds=sec)
   out["peak_rss_mb"] = peak_rss_mb()
   return out
 
@@ -144,14 +145,15 @@ def _spawn(args: list[str]) -> dict:
 def main() -> None:
   p = argparse.ArgumentParser()
   p.add_argument("--chains", default="1,16,64,256")
-  p.add_argument("--nfold_chains", type=int, default=4, help="0 skips the rejection-free part")
+  p.add_argument("--rejection_free_chains", type=int, default=4,
+                 help="0 skips the rejection-free part")
   p.add_argument("--worker", choices=["jax", "torch"])
   p.add_argument("--skip_torch", action="store_true")
   p.add_argument("--dir")
   a = p.parse_args()
   chains_list = [int(c) for c in a.chains.split(",")]
   if a.worker == "jax":
-    print(json.dumps(jax_worker(a.dir, chains_list, a.nfold_chains)))
+    print(json.dumps(jax_worker(a.dir, chains_list, a.rejection_free_chains)))
     return
   if a.worker == "torch":
     print(json.dumps(torch_worker(a.dir)))
@@ -171,19 +173,19 @@ def main() -> None:
     print(f"PyTorch per-chain loop (bert-gen style): {theirs['steps_per_s']:.1f} steps/s, "
           f"peak RSS {theirs['peak_rss_mb']:.0f} MB", flush=True)
     ours = _spawn(["--worker", "jax", "--dir", d, "--chains", a.chains,
-                   "--nfold_chains", str(a.nfold_chains)])
+                   "--rejection_free_chains", str(a.rejection_free_chains)])
   print(f"{'chains':>6} | {'ours steps/s':>12} | {'vs torch':>8}")
   for B, r in ours["plain"].items():
     print(f"{B:>6} | {r['steps_per_s']:>12.1f} | {r['steps_per_s'] / theirs['steps_per_s']:>7.2f}x")
   print(f"ours peak RSS {ours['peak_rss_mb']:.0f} MB")
-  if "nfold" not in ours:
+  if "rejection_free" not in ours:
     return
-  nf = ours["nfold"]
-  print(f"rejection-free, {nf['chains']} chains at T = {nf['temperature']} (median stay "
-        f"{nf['median_stay']:.4f}): {nf['rejection_free_steps_per_s']:.1f} steps/s vs plain "
-        f"{nf['plain_steps_per_s']:.1f} steps/s = "
-        f"{nf['rejection_free_steps_per_s'] / nf['plain_steps_per_s']:.1f}x "
-        f"({nf['iterations']} iterations, {nf['jumps']} jumps for {nf['chains']} x 400 steps)")
+  rf = ours["rejection_free"]
+  print(f"rejection-free, {rf['chains']} chains at T = {rf['temperature']} (median stay "
+        f"{rf['median_stay']:.4f}): {rf['rejection_free_steps_per_s']:.1f} steps/s vs plain "
+        f"{rf['plain_steps_per_s']:.1f} steps/s = "
+        f"{rf['rejection_free_steps_per_s'] / rf['plain_steps_per_s']:.1f}x "
+        f"({rf['iterations']} iterations, {rf['jumps']} jumps for {rf['chains']} x 400 steps)")
 
 
 if __name__ == "__main__":

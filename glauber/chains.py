@@ -25,7 +25,6 @@ and the same key gives the same chains however the chain axis is sharded over a 
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import Literal, Sequence
 
@@ -35,6 +34,8 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from glauber.layout import Layout
+from glauber.oracle import MaskedLM
 from gmlm.core import blocks, draws
 from gmlm.core import mesh as mesh_lib
 from gmlm.nn import masked_logits
@@ -46,15 +47,27 @@ UNUSED_PATTERN = r"^\[unused\d+\]$|^<unused\d+>$"
 
 @struct.dataclass
 class Spec:
-  """Where the free sites are and how a site's new token is drawn from the MLM logits."""
+  """Where the free sites are (the layout) and how a site's new token is drawn from the MLM
+  logits."""
   candidates_C: jax.Array       # int32[C]: the token ids a site may take
   index_V: jax.Array            # int32[V]: candidate index of each vocabulary id, -1 outside
-  mask_id: int = struct.field(pytree_node=False)
-  offset: int = struct.field(pytree_node=False)        # position of the first free site
-  num_sites: int = struct.field(pytree_node=False)     # n
+  layout: Layout = struct.field(pytree_node=False)
   temperature: float = struct.field(pytree_node=False)  # 0: argmax, inf: uniform
   top_k: int = struct.field(pytree_node=False, default=0)       # 0: no truncation
   top_p: float = struct.field(pytree_node=False, default=1.0)   # 1: no truncation
+
+  @property
+  def mask_id(self) -> int:
+    return self.layout.mask_id
+
+  @property
+  def offset(self) -> int:
+    """The position of the first free site."""
+    return self.layout.offset
+
+  @property
+  def num_sites(self) -> int:
+    return self.layout.num_sites
 
   @property
   def positions_N(self) -> jax.Array:
@@ -69,6 +82,17 @@ class ChainState:
   tokens_BL: jax.Array  # int32 full sequences
   steps_B: jax.Array    # int32: Glauber steps simulated by each chain
   t: jax.Array          # int32 scalar: kernel invocations so far (the index of the key schedule)
+
+
+@struct.dataclass
+class Records:
+  """What a run (`chains.run` or `rejection_free.run`) recorded: tokens_RBN[r] are the free
+  tokens after (r + 1) * record_every more steps of each chain."""
+  tokens_RBN: jax.Array
+  logp_RBN: jax.Array | None = None     # log p^T(x_i | x_-i) of each site (record_logprobs)
+  iterations: jax.Array | None = None   # rejection-free: iterations the call spent
+  changes_B: jax.Array | None = None    # rejection-free: jumps of each chain
+  memo_hits_B: jax.Array | None = None  # rejection-free: iterations served from the memo
 
 
 def candidate_ids(tokenizer=None, vocab_size: int | None = None, *, exclude_special: bool = True,
@@ -94,13 +118,11 @@ def candidate_ids(tokenizer=None, vocab_size: int | None = None, *, exclude_spec
   return ids
 
 
-def make_spec(candidates, vocab_size: int, mask_id: int, offset: int, num_sites: int,
-              temperature: float, top_k: int = 0, top_p: float = 1.0) -> Spec:
+def make_spec(candidates, vocab_size: int, layout: Layout, temperature: float, top_k: int = 0,
+              top_p: float = 1.0) -> Spec:
   temperature = float(temperature)
   if not temperature >= 0:
     raise ValueError(f"temperature must be >= 0 (0 = argmax, inf = uniform), got {temperature}")
-  if num_sites < 1:
-    raise ValueError(f"the number of free sites n must be >= 1, got {num_sites}")
   if top_k < 0:
     raise ValueError(f"top_k must be >= 0 (0 = off), got {top_k}")
   if not 0.0 < top_p <= 1.0:
@@ -110,8 +132,8 @@ def make_spec(candidates, vocab_size: int, mask_id: int, offset: int, num_sites:
     raise ValueError(f"candidate ids must be a non-empty subset of [0, {vocab_size})")
   index = np.full(vocab_size, -1, np.int32)
   index[candidates] = np.arange(candidates.size, dtype=np.int32)
-  return Spec(jnp.asarray(candidates), jnp.asarray(index), int(mask_id), int(offset),
-              int(num_sites), temperature, int(top_k), float(top_p))
+  return Spec(jnp.asarray(candidates), jnp.asarray(index), layout, temperature, int(top_k),
+              float(top_p))
 
 
 def tempered_logprobs(spec: Spec, logits_XV: jax.Array) -> jax.Array:
@@ -120,7 +142,8 @@ def tempered_logprobs(spec: Spec, logits_XV: jax.Array) -> jax.Array:
   return draws.temper(s_XC, spec.temperature, spec.top_k, spec.top_p)
 
 
-def site_logprobs(model, spec: Spec, tokens_BL: jax.Array, sites_BK: jax.Array) -> jax.Array:
+def site_logprobs(model: MaskedLM, spec: Spec, tokens_BL: jax.Array,
+                  sites_BK: jax.Array) -> jax.Array:
   """logp_BKC of the k sites (indices into the free sites), all k masked in one sequence."""
   positions_BK = spec.offset + sites_BK
   masked_BL = blocks.write_block(tokens_BL, positions_BK,
@@ -128,16 +151,16 @@ def site_logprobs(model, spec: Spec, tokens_BL: jax.Array, sites_BK: jax.Array) 
   return tempered_logprobs(spec, masked_logits(model, masked_BL, positions_BK))
 
 
-def all_site_logprobs(model, spec: Spec, tokens_BL: jax.Array) -> jax.Array:
+def all_site_logprobs(model: MaskedLM, spec: Spec, tokens_BL: jax.Array) -> jax.Array:
   """logp_BNC: the single-site conditional p_i^T(. | x_-i) of every free site, from B*n
   sequences with one mask each (one batched forward pass)."""
   B, L = tokens_BL.shape
   n = spec.num_sites
   eye_NL = jax.nn.one_hot(spec.positions_N, L, dtype=jnp.bool_)
   masked_BNL = jnp.where(eye_NL[None], spec.mask_id, tokens_BL[:, None, :])
-  positions_R1 = jnp.tile(spec.positions_N, B)[:, None]
-  logits_R1V = masked_logits(model, masked_BNL.reshape(B * n, L), positions_R1)
-  return tempered_logprobs(spec, logits_R1V[:, 0]).reshape(B, n, -1)
+  positions_X1 = jnp.tile(spec.positions_N, B)[:, None]   # X = B * n one-mask rows
+  logits_X1V = masked_logits(model, masked_BNL.reshape(B * n, L), positions_X1)
+  return tempered_logprobs(spec, logits_X1V[:, 0]).reshape(B, n, -1)
 
 
 def current_logprobs(spec: Spec, tokens_BL: jax.Array, logp_BNC: jax.Array) -> jax.Array:
@@ -152,8 +175,9 @@ def check_method(method: str, k: int, n: int) -> None:
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
   if method in ("glauber", "parallel") and k != 1:
-    raise ValueError(f"method={method!r} updates {'one site' if method == 'glauber' else 'all sites'}"
-                     f" per step; block size k={k} applies to 'block' and 'sweep' only")
+    updates = "one site" if method == "glauber" else "all sites"
+    raise ValueError(f"method={method!r} updates {updates} per step; block size k={k} applies "
+                     "to 'block' and 'sweep' only")
   if not 1 <= k <= n:
     raise ValueError(f"block size k must be in [1, n={n}], got k={k}")
 
@@ -215,28 +239,27 @@ def _run(key, model, spec, state, *, num_records, record_every, method, k, recor
   def one_record(carry, _):
     tokens_BL, t = carry
     tokens_BL, _ = jax.lax.scan(one_step, tokens_BL, t + jnp.arange(record_every))
-    out = {"tokens_BN": spec.free(tokens_BL)}
+    logp_BN = None
     if record_logprobs:
-      out["logp_BN"] = current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL))
-    return (tokens_BL, t + record_every), out
+      logp_BN = current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL))
+    return (tokens_BL, t + record_every), (spec.free(tokens_BL), logp_BN)
 
-  (tokens_BL, t), rec = jax.lax.scan(one_record, (constrain(state.tokens_BL, sharding), state.t),
-                                     None, length=num_records)
-  return ChainState(tokens_BL, state.steps_B + num_records * record_every, t), rec
+  (tokens_BL, t), (tokens_RBN, logp_RBN) = jax.lax.scan(
+      one_record, (constrain(state.tokens_BL, sharding), state.t), None, length=num_records)
+  return (ChainState(tokens_BL, state.steps_B + num_records * record_every, t),
+          Records(tokens_RBN, logp_RBN))
 
 
-def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
+def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_records: int,
         record_every: int = 1, *, method: Method = "glauber", k: int = 1,
-        record_logprobs: bool = False, mesh: Mesh | None = None):
+        record_logprobs: bool = False, mesh: Mesh | None = None) -> tuple[ChainState, Records]:
   """num_records * record_every steps of every chain; returns (final state, records) where
-  records["tokens_RBN"][r] are the free tokens after (r + 1) * record_every more steps (and
-  records["logp_RBN"] each site's log p^T of its current token when record_logprobs)."""
+  records.tokens_RBN[r] are the free tokens after (r + 1) * record_every more steps (and
+  records.logp_RBN each site's log p^T of its current token when record_logprobs)."""
   check_method(method, k, spec.num_sites)
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
                      f"{record_every}")
   model, state = place(model, state, mesh)
-  state, rec = _run(key, model, spec, state, num_records=num_records, record_every=record_every,
-                    method=method, k=k, record_logprobs=record_logprobs,
-                    sharding=chain_sharding(mesh))
-  return state, {name[:-2] + "RBN": v for name, v in rec.items()}
+  return _run(key, model, spec, state, num_records=num_records, record_every=record_every,
+              method=method, k=k, record_logprobs=record_logprobs, sharding=chain_sharding(mesh))

@@ -18,8 +18,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from gmlm.core import blocks, draws, randbits
-from glauber.chains import Spec, chain_sharding, constrain, place, site_logprobs, init_state
+from glauber.chains import Spec, chain_sharding, constrain, init_state, place, site_logprobs
+from glauber.oracle import MaskedLM
+from gmlm.core import blocks, draws
 
 
 def _log_mass(w_XC: jax.Array) -> jax.Array:
@@ -41,21 +42,22 @@ def maximal_coupling(key: jax.Array, logp_XC: jax.Array, logq_XC: jax.Array):
   return a_X, b_X
 
 
-def coupled_step(key, model, spec: Spec, x_BL: jax.Array, y_BL: jax.Array):
+def coupled_step(key, model: MaskedLM, spec: Spec, x_BL: jax.Array, y_BL: jax.Array):
   """One maximally coupled Glauber step of every pair."""
   B = x_BL.shape[0]
   k_site, k_draw = jax.random.split(key)
   sites_B1 = blocks.random_blocks(k_site, B, spec.num_sites, 1)
-  sites_R1 = jnp.concatenate([sites_B1, sites_B1])
-  logp_RC = site_logprobs(model, spec, jnp.concatenate([x_BL, y_BL]), sites_R1)[:, 0]
-  a_B, b_B = maximal_coupling(k_draw, logp_RC[:B], logp_RC[B:])
+  sites_X1 = jnp.concatenate([sites_B1, sites_B1])          # X = 2B: both populations
+  logp_XC = site_logprobs(model, spec, jnp.concatenate([x_BL, y_BL]), sites_X1)[:, 0]
+  a_B, b_B = maximal_coupling(k_draw, logp_XC[:B], logp_XC[B:])
   positions_B1 = spec.offset + sites_B1
   return (blocks.write_block(x_BL, positions_B1, spec.candidates_C[a_B][:, None]),
           blocks.write_block(y_BL, positions_B1, spec.candidates_C[b_B][:, None]))
 
 
 @functools.partial(jax.jit, static_argnames=("num_records", "record_every", "sharding"))
-def _run(key, model, spec, x_BL, y_BL, start_step, *, num_records, record_every, sharding):
+def _run(key, model, spec, x_BL, y_BL, start_step, met_B, *, num_records, record_every,
+         sharding):
   def one_step(carry, t):
     x_BL, y_BL, meet_B = carry
     x_BL, y_BL = coupled_step(blocks.step_key(key, t), model, spec, x_BL, y_BL)
@@ -69,18 +71,21 @@ def _run(key, model, spec, x_BL, y_BL, start_step, *, num_records, record_every,
     return carry, jnp.sum(spec.free(x_BL) != spec.free(y_BL), axis=-1)
 
   equal_B = jnp.all(spec.free(x_BL) == spec.free(y_BL), axis=-1)
-  meet_B = jnp.where(equal_B, start_step, -1)
+  meet_B = jnp.where(met_B >= 0, met_B, jnp.where(equal_B, start_step, -1))
   starts_R = start_step + record_every * jnp.arange(num_records)
   (x_BL, y_BL, meet_B), distance_RB = jax.lax.scan(
       one_record, (constrain(x_BL, sharding), constrain(y_BL, sharding), meet_B), starts_R)
   return x_BL, y_BL, meet_B, distance_RB
 
 
-def run(key: jax.Array, model, spec: Spec, x_BL, y_BL, num_records: int, record_every: int = 1,
-        *, start_step: int = 0, mesh: Mesh | None = None):
+def run(key: jax.Array, model: MaskedLM, spec: Spec, x_BL, y_BL, num_records: int,
+        record_every: int = 1, *, start_step: int = 0, meet_B=None, mesh: Mesh | None = None):
   """num_records * record_every coupled steps from (x_BL, y_BL). Returns (x_BL, y_BL, meet_B,
   distance_RB): meet_B is the first step at which the pair's free tokens agree (start_step if
-  they start equal, -1 if they never do), distance_RB the Hamming distance after each record."""
+  they start equal, -1 if they never do), distance_RB the Hamming distance after each record.
+
+  A run in pieces equals one run (step t uses the key fold_in(key, t)): pass each piece the
+  previous piece's x_BL, y_BL and meet_B, and start_step = the steps done so far."""
   x, y = init_state(x_BL), init_state(y_BL)
   if x.tokens_BL.shape != y.tokens_BL.shape:
     raise ValueError(f"the two populations differ in shape: {x.tokens_BL.shape} vs "
@@ -90,5 +95,7 @@ def run(key: jax.Array, model, spec: Spec, x_BL, y_BL, num_records: int, record_
                      f"{record_every}")
   model, x = place(model, x, mesh)
   _, y = place(model, y, mesh)
+  met_B = jnp.full(x.tokens_BL.shape[:1], -1, jnp.int32) if meet_B is None else meet_B
   return _run(key, model, spec, x.tokens_BL, y.tokens_BL, jnp.int32(start_step),
-              num_records=num_records, record_every=record_every, sharding=chain_sharding(mesh))
+              jnp.asarray(met_B, jnp.int32), num_records=num_records,
+              record_every=record_every, sharding=chain_sharding(mesh))

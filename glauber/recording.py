@@ -3,7 +3,7 @@
 Every `record_every` steps the free tokens of all chains (and optionally each site's
 log p^T of its current token) are kept; each segment of records is written as one npz chunk
 (`trajectory/chunk_000012.npz`, atomically), so a crash loses at most the current chunk.
-The chain state after the last written chunk is saved with orbax; with the key schedule
+The chain state after the last written chunk is saved (`gmlm.checkpoints`); with the key schedule
 fold_in(key, t) a resumed run continues bit for bit.
 """
 
@@ -13,11 +13,11 @@ import os
 import tempfile
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from glauber.chains import ChainState
+from gmlm.checkpoints import Checkpoints
 
 
 class Trajectory:
@@ -61,29 +61,26 @@ def decode(tokenizer, tokens_XN) -> list[str]:
                                 skip_special_tokens=False, clean_up_tokenization_spaces=True)
 
 
-def checkpoint_manager(directory: str | os.PathLike):
-  import orbax.checkpoint as ocp
-  return ocp.CheckpointManager(Path(directory).absolute() / "checkpoints",
-                               options=ocp.CheckpointManagerOptions(max_to_keep=2))
+def checkpoints(directory: str | os.PathLike) -> Checkpoints:
+  """The chain-state checkpoints of a run directory (`directory/checkpoints`, the last two)."""
+  return Checkpoints(Path(directory) / "checkpoints", max_to_keep=2)
 
 
-def save(manager, chunk: int, state: ChainState) -> None:
-  """Saves the state after `chunk` chunks are on disk (the checkpoint step is that count)."""
-  import orbax.checkpoint as ocp
-  tree = {"tokens_BL": np.asarray(state.tokens_BL), "steps_B": np.asarray(state.steps_B),
+def _tree(state: ChainState) -> dict[str, np.ndarray]:
+  return {"tokens_BL": np.asarray(state.tokens_BL), "steps_B": np.asarray(state.steps_B),
           "t": np.asarray(state.t)}
-  manager.save(chunk, args=ocp.args.StandardSave(tree))
-  manager.wait_until_finished()
 
 
-def restore(manager, like: ChainState) -> tuple[int, ChainState] | None:
+def save(ckpt: Checkpoints, chunk: int, state: ChainState) -> None:
+  """Saves the state after `chunk` chunks are on disk (the checkpoint step is that count)."""
+  ckpt.save(chunk, {"state": _tree(state)})
+
+
+def restore(ckpt: Checkpoints, like: ChainState) -> tuple[int, ChainState] | None:
   """(chunks done, state) of the latest checkpoint, or None."""
-  import orbax.checkpoint as ocp
-  chunk = manager.latest_step()
+  chunk = ckpt.latest_step()
   if chunk is None:
     return None
-  abstract = {"tokens_BL": np.asarray(like.tokens_BL), "steps_B": np.asarray(like.steps_B),
-              "t": np.asarray(like.t)}
-  tree = manager.restore(chunk, args=ocp.args.StandardRestore(abstract))
+  tree = ckpt.restore(chunk, {"state": _tree(like)})["state"]
   return chunk, ChainState(jnp.asarray(tree["tokens_BL"]), jnp.asarray(tree["steps_B"]),
                            jnp.asarray(tree["t"]))

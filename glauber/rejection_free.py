@@ -1,4 +1,4 @@
-"""Rejection-free Glauber dynamics (the n-fold way, Bortz, Kalos and Lebowitz 1975).
+"""Rejection-free Glauber dynamics (the "n-fold way" of Bortz, Kalos and Lebowitz 1975).
 
 At low temperature a Glauber step almost always redraws the token already there. Per
 iteration this mode evaluates all n site conditionals of the current state in one batch of
@@ -36,20 +36,22 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 from jax.sharding import Mesh
 
-from gmlm.core import blocks, draws, randbits
-from glauber.chains import (ChainState, Spec, all_site_logprobs, chain_sharding, constrain,
-                            current_logprobs, place)
+from glauber.chains import (ChainState, Records, Spec, all_site_logprobs, chain_sharding,
+                            constrain, current_logprobs, place)
+from glauber.oracle import MaskedLM
+from gmlm.core import blocks, draws
 
 
-def stay_probabilities(model, spec: Spec, tokens_BL: jax.Array) -> jax.Array:
+def stay_probabilities(model: MaskedLM, spec: Spec, tokens_BL: jax.Array) -> jax.Array:
   """s_B = (1/n) Σ_i p_i^T(x_i | x_-i): the probability that a Glauber step changes nothing."""
   logp_BN = current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL))
   return jnp.exp(logp_BN).mean(-1)
 
 
-def choose_mode(model, spec: Spec, tokens_BL, threshold: float | None = None,
+def choose_mode(model: MaskedLM, spec: Spec, tokens_BL, threshold: float | None = None,
                 max_chains: int = 64) -> tuple[str, float]:
   """'rejection_free' when the median stay probability over (up to max_chains) chains is at
   least `threshold` (default 1 - 1/n: where an iteration of n rows beats n plain steps),
@@ -66,7 +68,7 @@ def _safe_logits(logits_BX: jax.Array) -> jax.Array:
   return jnp.where(jnp.isfinite(logits_BX).any(-1, keepdims=True), logits_BX, 0.0)
 
 
-def iteration(key: jax.Array, model, spec: Spec, tokens_BL: jax.Array, steps_B: jax.Array,
+def iteration(key: jax.Array, model: MaskedLM, spec: Spec, tokens_BL: jax.Array, steps_B: jax.Array,
               target_B: jax.Array, logp_BNC: jax.Array | None = None):
   """One rejection-free iteration of every chain towards its target step.
   Returns (tokens_BL, steps_B, stay_B, logp_BN) with logp_BN = log p^T(x_i | x_-i) of the
@@ -105,28 +107,44 @@ def memo_slots(spec: Spec, num_chains: int, budget_bytes: float = 256e6, most: i
   return slots if slots >= 2 else 0
 
 
-def _conditionals(model, spec: Spec, tokens_BL, memo, active_B, t):
+@struct.dataclass
+class Memo:
+  """Each chain's S most recently used states and their n site conditionals (S = 0: no memo)."""
+  tokens_BSN: jax.Array   # free tokens of each remembered state
+  logp_BSNC: jax.Array    # its conditionals log p_i^T(. | x_-i)
+  used_BS: jax.Array      # the iteration a slot was last used (-1: empty)
+  hits_B: jax.Array       # iterations served from the memo (chains still active)
+
+  @property
+  def num_slots(self) -> int:
+    return self.tokens_BSN.shape[1]
+
+  @classmethod
+  def empty(cls, B: int, slots: int, spec: Spec, dtype) -> "Memo":
+    n, C = spec.num_sites, spec.candidates_C.shape[0]
+    return cls(jnp.full((B, slots, n), -1, dtype), jnp.zeros((B, slots, n, C), jnp.float32),
+               jnp.full((B, slots), -1, jnp.int32), jnp.zeros((B,), jnp.int32))
+
+
+def _conditionals(model, spec: Spec, tokens_BL, memo: Memo, active_B, t):
   """logp_BNC of the current states, from the memo where a chain's state is in it (no forward
   pass at all when every chain's is), and the memo with the missed states written in, each in
-  its chain's least recently used slot. memo = (tokens_BSN, logp_BSNC, used_BS, hits_B):
-  used_BS is the iteration a slot was last used (-1: empty), hits_B counts the hits of the
-  chains still active_B."""
-  memo_BSN, memo_BSNC, used_BS, hits_B = memo
+  its chain's least recently used slot; hits count for the chains still active_B."""
   free_BN = spec.free(tokens_BL)
-  hit_BS = jnp.all(memo_BSN == free_BN[:, None], axis=-1) & (used_BS >= 0)
+  hit_BS = jnp.all(memo.tokens_BSN == free_BN[:, None], axis=-1) & (memo.used_BS >= 0)
   hit_B = hit_BS.any(-1)
-  cached_BNC = jnp.take_along_axis(memo_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None],
+  cached_BNC = jnp.take_along_axis(memo.logp_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None],
                                    axis=1)[:, 0]
   logp_BNC = jax.lax.cond(
     jnp.all(hit_B), lambda: cached_BNC,
     lambda: jnp.where(hit_B[:, None, None], cached_BNC, all_site_logprobs(model, spec, tokens_BL)))
-  S = memo_BSN.shape[1]
-  victim_BS = jax.nn.one_hot(jnp.argmin(used_BS, -1), S, dtype=jnp.bool_)
+  victim_BS = jax.nn.one_hot(jnp.argmin(memo.used_BS, -1), memo.num_slots, dtype=jnp.bool_)
   write_BS = ~hit_B[:, None] & victim_BS
-  memo_BSN = jnp.where(write_BS[..., None], free_BN[:, None], memo_BSN)
-  memo_BSNC = jnp.where(write_BS[..., None, None], logp_BNC[:, None], memo_BSNC)
-  used_BS = jnp.where(write_BS | hit_BS, t, used_BS)
-  return logp_BNC, (memo_BSN, memo_BSNC, used_BS, hits_B + (hit_B & active_B).astype(jnp.int32))
+  return logp_BNC, memo.replace(
+    tokens_BSN=jnp.where(write_BS[..., None], free_BN[:, None], memo.tokens_BSN),
+    logp_BSNC=jnp.where(write_BS[..., None, None], logp_BNC[:, None], memo.logp_BSNC),
+    used_BS=jnp.where(write_BS | hit_BS, t, memo.used_BS),
+    hits_B=memo.hits_B + (hit_B & active_B).astype(jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"))
@@ -134,11 +152,11 @@ def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, l
              memo, *, record_every, max_iterations, sharding):
   """Up to max_iterations rejection-free iterations (fewer if every chain reaches end_B).
   rec_RBN / logp_RBN collect the snapshots due at start_B + r * record_every (r = 1..R).
-  memo: see _conditionals (slot axis of size 0: no memo)."""
+  memo: see Memo (no slots: no memo)."""
   num_records = rec_RBN.shape[0]
   due_RB = start_B[None] + record_every * (1 + jnp.arange(num_records))[:, None]
   t0 = t
-  use_memo = memo[0].shape[1] > 0
+  use_memo = memo.num_slots > 0
 
   def cond(carry):
     return jnp.any(carry[1] < end_B) & (carry[2] - t0 < max_iterations)
@@ -163,12 +181,6 @@ def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, l
   return jax.lax.while_loop(cond, body, init)
 
 
-def _empty_memo(B: int, slots: int, spec: Spec, dtype) -> tuple:
-  n, C = spec.num_sites, spec.candidates_C.shape[0]
-  return (jnp.full((B, slots, n), -1, dtype), jnp.zeros((B, slots, n, C), jnp.float32),
-          jnp.full((B, slots), -1, jnp.int32), jnp.zeros((B,), jnp.int32))
-
-
 def _bucket(n: int, granule: int) -> int:
   """The batch size that carries n unfinished chains: a power of two times granule, >= n."""
   size = granule
@@ -177,12 +189,13 @@ def _bucket(n: int, granule: int) -> int:
   return size
 
 
-def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
+def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_records: int,
         record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None,
-        retire_every: int = 32, granule: int = 8, memo: int | None = None):
+        retire_every: int = 32, granule: int = 8, memo: int | None = None
+        ) -> tuple[ChainState, Records]:
   """Rejection-free twin of `chains.run(method="glauber")`: the same records (the states after
-  every record_every steps of each chain), plus records["iterations"] (iterations spent) and
-  records["changes_B"] (jumps of each chain). Chains run unsynchronised until the end of the
+  every record_every steps of each chain), plus records.iterations (iterations spent) and
+  records.changes_B (jumps of each chain). Chains run unsynchronised until the end of the
   call (snapshots that fall inside a holding time are the held state).
 
   Chains that reach the end retire: every `retire_every` iterations, once the unfinished chains
@@ -195,7 +208,7 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   `memo_slots`: up to 8 within 256 MB, else 0). A chain back in a remembered state (the
   flip-flops between near-tied tokens of the slow regime) reuses them instead of a forward
   pass; the conditionals are a function of the state, so the draws are the same with or
-  without. records["memo_hits"] counts the iterations each chain was served from it.
+  without. records.memo_hits_B counts the iterations each chain was served from it.
   """
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
@@ -219,7 +232,7 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
   limit = retire_every or np.iinfo(np.int32).max
   put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
   slots = memo_slots(spec, B) if memo is None else memo
-  memo_b = tuple(map(put, _empty_memo(B, slots, spec, tokens.dtype)))
+  memo_b = jax.tree.map(put, Memo.empty(B, slots, spec, tokens.dtype))
   hits = np.zeros(B, np.int32)
   while True:
     tok_b, steps_b, t, rec_b, logp_b, jumps_b, memo_b = _iterate(
@@ -228,7 +241,7 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
       memo_b, record_every=record_every, max_iterations=int(limit), sharding=sharding)
     tokens[rows], steps[rows], jumps[rows] = tok_b, steps_b, jumps_b
     rec[:, rows], logp[:, rows] = rec_b, logp_b
-    hits[rows] += np.asarray(memo_b[3])
+    hits[rows] += np.asarray(memo_b.hits_B)
     active = np.flatnonzero(steps < end_B)
     if active.size == 0:
       break
@@ -239,21 +252,21 @@ def run(key: jax.Array, model, spec: Spec, state: ChainState, num_records: int,
       # The memo follows its chains; a padding chain new to the batch starts with an empty one.
       where = {r: i for i, r in enumerate(rows)}
       idx = np.array([where.get(r, -1) for r in new_rows])
-      fresh = _empty_memo(size, slots, spec, tokens.dtype)
-      memo_b = tuple(put(jnp.where((idx >= 0).reshape((-1,) + (1,) * (m.ndim - 1)),
-                                   m[np.maximum(idx, 0)], f)) for m, f in zip(memo_b, fresh))
+      fresh = Memo.empty(size, slots, spec, tokens.dtype)
+      memo_b = jax.tree.map(lambda m, f: put(jnp.where(
+          (idx >= 0).reshape((-1,) + (1,) * (m.ndim - 1)), m[np.maximum(idx, 0)], f)),
+          memo_b, fresh)
       rows = new_rows
-    memo_b = memo_b[:3] + (put(jnp.zeros((rows.size,), jnp.int32)),)
+    memo_b = memo_b.replace(hits_B=put(jnp.zeros((rows.size,), jnp.int32)))
   tokens_BL = jnp.asarray(tokens)
   if num_records:   # the snapshot at the end of the call is the final state
     rec[-1] = np.asarray(spec.free(tokens_BL))
     if record_logprobs:
       logp[-1] = np.asarray(current_logprobs(spec, tokens_BL,
                                              all_site_logprobs(model, spec, tokens_BL)))
-  out = {"tokens_RBN": jnp.asarray(rec), "iterations": t - state.t,
-         "changes_B": jnp.asarray(jumps), "memo_hits": jnp.asarray(hits)}
-  if record_logprobs:
-    out["logp_RBN"] = jnp.asarray(logp)
+  out = Records(jnp.asarray(rec), jnp.asarray(logp) if record_logprobs else None,
+                iterations=t - state.t, changes_B=jnp.asarray(jumps),
+                memo_hits_B=jnp.asarray(hits))
   new_state = ChainState(tokens_BL, jnp.asarray(steps), t)
   if mesh is not None:
     _, new_state = place(model, new_state, mesh)

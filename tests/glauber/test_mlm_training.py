@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gmlm import nn as gm
 from glauber.mlm import training as mlm_training
+from gmlm import cli
+from gmlm import nn as gm
+from gmlm.checks import UserError
 from models_util import save_tiny, torch_logits
 
 pytest.importorskip("torch")
@@ -82,13 +84,24 @@ def tiny_setup(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:.*were not used")  # the body ships a head we replace
-def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path):
+def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path, monkeypatch):
   c = tiny_setup
   workdir = tmp_path / "run"
-  c.num_steps = 15
-  mlm_training.train(c, str(workdir))
-  c.num_steps = 30  # the second call resumes from the step-15 checkpoint
-  results = mlm_training.train(c, str(workdir))
+  # A run killed after step 17 (its last checkpoint is step 15; metrics reach step 17) ...
+  real_step, calls = mlm_training.train_step, []
+
+  def killed_after_17(*args):
+    if len(calls) == 17:
+      raise KeyboardInterrupt
+    calls.append(1)
+    return real_step(*args)
+  monkeypatch.setattr(mlm_training, "train_step", killed_after_17)
+  with pytest.raises(KeyboardInterrupt):
+    cli.run(c, str(workdir), "train.py")
+  assert len((workdir / "metrics.jsonl").read_text().splitlines()) == 17
+  monkeypatch.setattr(mlm_training, "train_step", real_step)
+  # ... resumes from the step-15 checkpoint and drops the metrics written past it.
+  results = cli.run(c, str(workdir), "train.py")
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert [r["step"] for r in rows] == list(range(1, 31))  # no step ran twice
   first, last = np.mean([r["loss"] for r in rows[:5]]), np.mean([r["loss"] for r in rows[-5:]])
@@ -101,3 +114,9 @@ def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path):
   np.testing.assert_allclose(
     np.asarray(gm.full_logits(ours, enc["input_ids"], enc["attention_mask"])),
     torch_logits(theirs, enc["input_ids"], enc["attention_mask"]), atol=1e-4)
+  # A run of another config into the same workdir is refused; its config.json stays.
+  config_json = (workdir / "config.json").read_text()
+  c.learning_rate = 1e-3
+  with pytest.raises(UserError, match="holds a run of a different config"):
+    cli.run(c, str(workdir), "train.py")
+  assert (workdir / "config.json").read_text() == config_json

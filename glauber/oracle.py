@@ -1,0 +1,69 @@
+"""The oracle Glauber dynamics queries: a masked LM's conditional logits at chosen positions.
+
+  model, tokenizer = load_mlm("default")          # the embedded English MLM (gmlm.nn presets)
+  logits_BKV = gmlm.nn.masked_logits(model, tokens_BL, positions_BK)
+
+Any model with an encoder and an MLM head (`gmlm.nn` BERT, RoBERTa, ModernBERT) is a `MaskedLM`;
+the chains need its tokenizer too (for [CLS] / [SEP] / [MASK] and the candidate vocabulary).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+
+from gmlm import checks
+from gmlm.checks import UserError
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class MaskedLM(Protocol):
+  """What the chains use of a model: its config (vocab_size, max_positions), the encoder and the
+  MLM head (`gmlm.nn.masked_logits` composes the two)."""
+  config: Any
+
+  def encode(self, tokens_BL: jax.Array, attention_mask_BL: jax.Array | None = None,
+             token_types_BL: jax.Array | None = None,
+             rows_BK: jax.Array | None = None) -> jax.Array:
+    """Final hidden states h_BLD (h_BKD at rows_BK only)."""
+
+  def mlm_logits(self, h_BKD: jax.Array) -> jax.Array:
+    """logits_BKV (float32) of the MLM head."""
+
+
+def load_mlm(name: str, dtype: str = "float32") -> tuple[MaskedLM, Any]:
+  """(model, tokenizer) of a masked LM: "default" (or "") is the embedded English MLM, else an
+  HF id or a local directory. Raises UserError when it cannot be loaded, has no MLM head or
+  ships no tokenizer."""
+  import jax.numpy as jnp
+
+  from gmlm import nn as gm
+  name = name or "default"
+  try:
+    model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype))
+  except (OSError, FileNotFoundError) as e:
+    raise UserError(f"cannot load model {name!r}: {e}") from e
+  if not hasattr(model, "mlm_logits") or getattr(model, "head", True) is None:
+    raise UserError(f"model {name!r} has no MLM head ({type(model).__name__}); Glauber chains "
+                    "and fill-mask need a *ForMaskedLM checkpoint (or 'default').")
+  if tokenizer is None:
+    raise UserError(f"model {name!r} ships no tokenizer; Glauber chains need one (its "
+                    "[CLS] / [SEP] / [MASK] ids and vocabulary). Add the tokenizer files to the "
+                    "model directory.")
+  return model, tokenizer
+
+
+def validate_model(config) -> None:
+  """config.model (a preset name, HF id or directory; "" = "default") and config.dtype (the
+  compute dtype), checked without loading anything."""
+  name = checks.get(config, "model")
+  checks.check(isinstance(name, str), "model", name,
+               "must be 'default', a Hugging Face id or a local model directory")
+  checks.check_choice(config, "dtype", DTYPES)
+
+
+def model_name(name: str) -> str:
+  """How reports name a model."""
+  return "default (the embedded English MLM)" if name in ("", "default") else name
