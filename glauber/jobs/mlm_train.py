@@ -22,7 +22,7 @@ from glauber.mlm import training
 from glauber.oracle import validate_model
 from gmlm import checks
 from gmlm.checkpoints import Checkpoints
-from gmlm.nn import bert
+from gmlm.nn import bert, export
 from gmlm.runs import RunDir
 
 ENTRY_POINT = "train.py"
@@ -116,7 +116,7 @@ def run(config, workdir: str) -> dict[str, float]:
     model.merge_lora()
     lora = (f"LoRA rank {config.lora_rank} on every projection (+ head, biases, norms); delta "
             f"`{rd.file('delta')}`.\n\n")
-  bert.save_pretrained(model, rd.file("model"), tokenizer)
+  export.save_pretrained(model, rd.file("model"), tokenizer)
   rd.write_report(
     f"# MLM fine-tuning of {config.model}\n\n"
     f"k = {config.k} masked positions per sequence, {config.num_steps} steps of batch "
