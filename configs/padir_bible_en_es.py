@@ -3,9 +3,9 @@
     python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs, ~5 s
     python train.py --config configs/padir_bible_en_es.py --workdir runs/padir_bible_en_es
 
-(`train.py` calls `padir.train_lib.train(config, workdir)`.) The AR baseline on the same backbone:
-add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size only: 6+6 layers,
-d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
+(`train.py` runs the job padir.jobs.train, i.e. padir.training.fit.) The AR baseline on the
+same backbone: add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size
+only: 6+6 layers, d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 
 Budget: within an hour on an idle 2-core CPU. Measured 2026-11-21: 8.4M parameters, 2.1 s per
 training step (two-stage loss) with nothing else running, so 1,000 steps (~35 minutes) with
