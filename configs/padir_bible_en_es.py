@@ -62,7 +62,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048
   config.train.num_train_steps = 1_000  # ~35 minutes on 2 CPU cores; paper: 500k
-  config.train.stop_at_step = 0  # >0: stop (with a checkpoint) there; rerun to resume. 0: the end
+  # >0: stop (with a checkpoint) there; 0: the end. The run directory refuses a rerun with
+  # another value (like any changed key): a killed run resumes when the same command is rerun.
+  config.train.stop_at_step = 0
   config.train.warmup_steps = 100  # paper: 10k
   config.train.peak_lr = 3e-3
   config.train.min_lr = 1e-5

@@ -14,6 +14,7 @@ from gmlm import cli
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
 from padir import optim
+from padir import training
 from padir.jobs import train as train_job
 
 
@@ -112,13 +113,27 @@ def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
   assert float(lr(55)) == pytest.approx(1e-5 + 0.5 * (3e-3 - 1e-5), rel=1e-4)  # cosine midpoint
 
 
+class _Killed(Exception):
+  """A preemption, simulated right after the checkpoint at step 4 is on disk."""
+
+
 @pytest.mark.slow  # three short trainings, one with translation (a refinement compile)
-def test_resumed_run_matches_an_uninterrupted_one(toy_corpus, tmp_path):
+def test_resumed_run_matches_an_uninterrupted_one(toy_corpus, tmp_path, monkeypatch):
   interrupted, straight = str(tmp_path / "a"), str(tmp_path / "b")
-  first_leg = _config(toy_corpus, steps=6)
-  first_leg.train.stop_at_step = 4  # as if preempted after the checkpoint at step 4
-  train_job.run(first_leg, interrupted)
-  last = train_job.run(_config(toy_corpus, steps=6, translate=True), interrupted)  # resumes at 4
+  config = _config(toy_corpus, steps=6, translate=True)  # a rerun resumes the same config
+
+  class KilledAfterStep4(training.Checkpoints):
+    def save(self, step, items, **kwargs):
+      saved = super().save(step, items, **{**kwargs, "wait": True})
+      if step == 4:
+        raise _Killed
+      return saved
+
+  with monkeypatch.context() as m:
+    m.setattr(training, "Checkpoints", KilledAfterStep4)
+    with pytest.raises(_Killed):
+      train_job.run(config, interrupted)
+  last = train_job.run(config, interrupted)  # resumes at 4
   train_job.run(_config(toy_corpus, steps=6), straight)
   assert last["bleu_signature"].startswith("nrefs:1|case:mixed") and 0 <= last["valid_bleu"] <= 100
   last_a = [r for r in _metrics(interrupted) if r["step"] == 6 and "train_loss" in r][0]
