@@ -3,9 +3,9 @@
     python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs, ~5 s
     python train.py --config configs/padir_bible_en_es.py --workdir runs/padir_bible_en_es
 
-(`train.py` calls `padir.train_lib.train(config, workdir)`.) The AR baseline on the same backbone:
-add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size only: 6+6 layers,
-d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
+(`train.py` runs the job padir.jobs.train, i.e. padir.training.fit.) The AR baseline on the
+same backbone: add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size
+only: 6+6 layers, d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 
 Budget: within an hour on an idle 2-core CPU. Measured 2026-11-21: 8.4M parameters, 2.1 s per
 training step (two-stage loss) with nothing else running, so 1,000 steps (~35 minutes) with
@@ -62,7 +62,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048
   config.train.num_train_steps = 1_000  # ~35 minutes on 2 CPU cores; paper: 500k
-  config.train.stop_at_step = 0  # >0: stop (with a checkpoint) there; rerun to resume. 0: the end
+  # >0: stop (with a checkpoint) there; 0: the end. The run directory refuses a rerun with
+  # another value (like any changed key): a killed run resumes when the same command is rerun.
+  config.train.stop_at_step = 0
   config.train.warmup_steps = 100  # paper: 10k
   config.train.peak_lr = 3e-3
   config.train.min_lr = 1e-5

@@ -5,7 +5,7 @@
     python train.py --config configs/padir_bible_en_es_distill.py \
         --workdir runs/padir_bible_en_es_distill
 
-The job (padir.distill:train) first beam-decodes the training sources with the teacher's latest
+The job (padir.jobs.distill) first beam-decodes the training sources with the teacher's latest
 checkpoint into distill.corpus_dir (train.tsv with teacher targets, valid/test copied, the
 teacher's vocabulary, distill.json with counts), once, then trains PaDIR there exactly as
 configs/padir_bible_en_es.py does. A missing teacher checkpoint is an error that says how to make

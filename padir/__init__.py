@@ -3,18 +3,39 @@
 A non-autoregressive encoder-decoder Transformer refines a random target hypothesis in a few
 parallel decoder passes; an AR decoder on the same backbone is the baseline.
 
-Modules: bible (offline en-es corpus), data (local corpora -> tfds -> grain), tokenizer
-(SentencePiece with fixed special ids), model (flax.nnx Transformer), losses (noising rule,
-multi-stage loss), decode (refinement, greedy and beam AR), evaluate (SacreBLEU, stutter),
-sharding (device mesh, logical axis rules / FSDP), train_lib (training, multi-host), distill
-(sequence-level distillation from the AR baseline).
+Modules, bottom up:
+- bible (offline en-es corpus), data (local corpora -> grain batches), tfds_corpus (a local
+  corpus as array_record files; the only module that loads tensorflow_datasets), tokenizer
+  (SentencePiece with fixed special ids), vocab (a config's vocabulary, trained once);
+- model (flax.nnx Transformer, the AR KV cache), losses (noising rule, multi-stage loss),
+  decode (refinement, greedy and beam AR), evaluate (SacreBLEU, stutter, validation loss);
+- sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh), optim (schedule,
+  AdaFactor), training (`fit(config, rd)`: the loop, checkpoints, resume; `validate`),
+  restore (a trained run's model for other code), curves (figure and report.md), distill
+  (sequence-level distillation from the AR baseline);
+- jobs/train.py, jobs/distill.py: the jobs train.py runs.
+
+Shape letters (array names end in them: `enc_BSD` is [batch, source length, model width]):
+  B  batch: sources (or sentence pairs) of a batch
+  S  source positions, [LEN] included
+  T  target positions (a hypothesis, a decoded prefix, the positional-attention keys)
+  L  positions of either side, where a function serves both
+  Q  query positions, K key positions (inside Attention)
+  D  model width; N attention heads; H head width; V vocabulary
+  C  length classes: target lengths 0 .. max_target_length
+  G  candidate lengths decoded per source (refine's num_lengths)
+  W  beams per source (beam_size); E ranked extensions of the beams (2W); U the W finished
+     slots and the E extensions together
+  M  rows decoded together: B sources x G candidate lengths, or x W beams
+  P  pairs of a corpus (data.bucket_batches)
+  1  an axis of size one; `_` any number of axes (`x_M___`); lowercase x any leading axes
 """
 
-from padir.data import CorpusError, LocalParallelCorpus, local_data_sources, make_dataset
+from padir.data import CorpusError, make_dataset
 from padir.decode import beam_search, drop_stutter, greedy_ar, refine
 from padir.evaluate import bleu, stutter_rate, translate
 from padir.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
-from padir.model import ModelConfig, Transformer
+from padir.model import KVCache, ModelConfig, Transformer
 from padir.tokenizer import Tokenizer, train_tokenizer
 
 __all__ = [
@@ -22,6 +43,16 @@ __all__ = [
     "beam_search", "drop_stutter", "greedy_ar", "refine",
     "bleu", "stutter_rate", "translate",
     "ar_loss", "initial_hypothesis", "multi_stage_loss", "padir_loss",
-    "ModelConfig", "Transformer",
+    "KVCache", "ModelConfig", "Transformer",
     "Tokenizer", "train_tokenizer",
 ]
+
+_TFDS = ("LocalParallelCorpus", "local_data_sources")
+
+
+def __getattr__(name: str):
+  """The tfds names load tensorflow_datasets on first use only."""
+  if name in _TFDS:
+    from padir import tfds_corpus
+    return getattr(tfds_corpus, name)
+  raise AttributeError(f"module 'padir' has no attribute {name!r}")

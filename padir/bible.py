@@ -21,6 +21,7 @@ import functools
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -178,6 +179,14 @@ def prepare(out_dir: str, cache_dir: str | None = None,
   with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
     json.dump(manifest, f, indent=2)
   return manifest
+
+
+def prepare_if_missing(corpus_dir: str) -> None:
+  """prepare(corpus_dir) unless corpus_dir already holds train.tsv (a run config's
+  data.prepare_bible: the first training run fetches the corpus)."""
+  if not os.path.isfile(os.path.join(corpus_dir, "train.tsv")):
+    logging.info("preparing the KJV / Reina-Valera corpus in %s", corpus_dir)
+    prepare(corpus_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,8 +4,8 @@
       runs/padir_bible_en_es_distill --out runs/padir_bible_curves.png
 
 One figure, three panels over the training step: training loss (token cross-entropy, plus the
-length loss for PaDIR), validation token loss, validation BLEU; one line per run. train_lib
-writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
+length loss for PaDIR), validation token loss, validation BLEU; one line per run. Training
+(padir.training.fit) writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import argparse
 import json
 import os
 from typing import Any, Sequence
+
+from gmlm.runs import RunDir
 
 
 def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -31,7 +33,8 @@ def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
   return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
 
 
-def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = None) -> str:
+def figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
+  """The three panels, one line per run directory."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -50,6 +53,12 @@ def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = 
     ax.grid(alpha=0.3)
     ax.legend()
   fig.tight_layout()
+  return fig
+
+
+def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = None) -> str:
+  import matplotlib.pyplot as plt
+  fig = figure(workdirs, labels)
   fig.savefig(out_path, dpi=100)
   plt.close(fig)
   return out_path
@@ -77,10 +86,10 @@ def report(workdir: str) -> str:
   return "\n".join(lines)
 
 
-def write_report(workdir: str) -> None:
-  plot([workdir], os.path.join(workdir, "curves.png"))
-  with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
-    f.write(report(workdir))
+def write_report(rd: RunDir) -> None:
+  """The run's curves.png and report.md, written atomically from its metrics.jsonl."""
+  rd.savefig(figure([str(rd.path)]), "curves.png")
+  rd.write_report(report(str(rd.path)))
 
 
 def main() -> None:
@@ -92,7 +101,7 @@ def main() -> None:
   print(plot(a.workdirs, a.out))
   for w in a.workdirs:
     if a.reports:
-      write_report(w)
+      write_report(RunDir(w))
     print(report(w))
 
 

@@ -1,13 +1,14 @@
-"""Parallel corpora -> tfds (array_record) -> grain batches of padded token ids.
+"""Parallel corpora -> grain batches of padded token ids.
 
 A local corpus is a directory with, per split (train / valid / test), either
     SPLIT.tsv                       one `source<TAB>target` pair per line, or
     SPLIT.SRC_LANG + SPLIT.TGT_LANG two line-aligned plain-text files.
-`LocalParallelCorpus` (a tfds GeneratorBasedBuilder) validates it and writes array_record files;
-`make_dataset` reads them back with `tfds.data_source`, tokenizes, drops pairs longer than the
-configured maximum (and says how many), shuffles with a seed and pads every batch to the maximum
-lengths (static shapes: one compilation), or, with `bucket_boundaries`, batches pairs of similar
-length and pads each batch only to its bucket's boundary (one compilation per bucket).
+`read_split` validates and reads one split; padir.tfds_corpus writes a corpus as array_record
+files (tfds) and opens them as random-access sources; `make_dataset` reads such a source,
+tokenizes, drops pairs longer than the configured maximum (and says how many), shuffles with a
+seed and pads every batch to the maximum lengths (static shapes: one compilation), or, with
+`bucket_boundaries`, batches pairs of similar length and pads each batch only to its bucket's
+boundary (one compilation per bucket).
 With several processes (multi-host), each reads its rows of every global batch (`shard_index`,
 `shard_count`); the processes' rows of one step together form the same global batch.
 
@@ -24,14 +25,12 @@ then pass `source`, with keys=("de", "en"), to `make_dataset` below.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 from typing import Any, Mapping, Sequence
 
 import grain
 import numpy as np
-import tensorflow_datasets as tfds
 
 from padir import tokenizer as tokenizer_lib
 
@@ -104,69 +103,6 @@ def read_split(corpus_dir: str, split: str, source_lang: str,
   return read_tsv(files[0]) if len(files) == 1 else read_aligned(*files)
 
 
-# ----------------------------------------------------------------------------- tfds builder
-
-
-class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
-  """A local parallel corpus as a tfds dataset with features {source, target} (UTF-8 bytes).
-
-  The builder config is named after a fingerprint of the corpus files, so editing the corpus
-  makes a fresh dataset instead of silently reusing a stale one.
-  """
-
-  VERSION = tfds.core.Version("1.0.0")
-
-  @tfds.core.utils.classproperty
-  @classmethod
-  def code_path(cls) -> None:
-    # No checksums file to look up next to this module (nothing is downloaded). tfds' own lookup
-    # imports `importlib_resources`, which tensorflow-datasets does not declare.
-    return None
-
-  def __init__(self, *, corpus_dir: str, source_lang: str, target_lang: str,
-               splits: Sequence[str] = SPLITS, **kwargs):
-    self._corpus_dir = corpus_dir
-    self._langs = (source_lang, target_lang)
-    self._files = {s: split_files(corpus_dir, s, source_lang, target_lang) for s in splits}
-    digest = hashlib.sha256()
-    for split in splits:
-      for path in self._files[split]:
-        digest.update(split.encode())
-        with open(path, "rb") as f:
-          digest.update(f.read())
-    config = tfds.core.BuilderConfig(name=f"{source_lang}_{target_lang}_{digest.hexdigest()[:12]}")
-    kwargs.setdefault("file_format", "array_record")
-    super().__init__(config=config, **kwargs)
-
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(
-        builder=self,
-        description=f"Local parallel corpus {self._corpus_dir} ({self._langs[0]}->{self._langs[1]})",
-        features=tfds.features.FeaturesDict({
-            "source": tfds.features.Text(), "target": tfds.features.Text()}),
-    )
-
-  def _split_generators(self, dl_manager):
-    del dl_manager
-    return {split: self._generate_examples(split) for split in self._files}
-
-  def _generate_examples(self, split: str):
-    pairs = read_split(self._corpus_dir, split, *self._langs)
-    for i, (src, tgt) in enumerate(pairs):
-      yield i, {"source": src, "target": tgt}
-
-
-def local_data_sources(corpus_dir: str, source_lang: str, target_lang: str,
-                       data_dir: str | None = None,
-                       splits: Sequence[str] = SPLITS) -> dict[str, Any]:
-  """Prepares (once) and opens the array_record files: split -> random-access data source."""
-  builder = LocalParallelCorpus(corpus_dir=corpus_dir, source_lang=source_lang,
-                                target_lang=target_lang, splits=splits,
-                                data_dir=data_dir or os.path.join(corpus_dir, "tfds"))
-  builder.download_and_prepare(file_format="array_record")
-  return builder.as_data_source()
-
-
 # ----------------------------------------------------------------------------- grain pipeline
 
 
@@ -232,9 +168,9 @@ class _Encode(grain.transforms.Map):
     return _encode_padded(self.source, self.tok, self.keys, index, self.max_lengths)
 
 
-def bucket_batches(bucket_B: np.ndarray, batch_size: int, *, seed: int, epoch: int,
+def bucket_batches(bucket_P: np.ndarray, batch_size: int, *, seed: int, epoch: int,
                    shuffle: bool = True, drop_remainder: bool = True) -> list[np.ndarray]:
-  """One epoch's batches: positions into bucket_B, each batch from one bucket.
+  """One epoch's batches: positions into bucket_P, each batch from one bucket.
 
   Within each bucket the examples are permuted and cut into batches; the batches of all buckets
   are then permuted together. Both permutations come from a generator seeded by (seed, epoch).
@@ -243,8 +179,8 @@ def bucket_batches(bucket_B: np.ndarray, batch_size: int, *, seed: int, epoch: i
   """
   rng = np.random.default_rng([seed, epoch])
   batches = []
-  for b in np.unique(bucket_B):
-    members = np.flatnonzero(bucket_B == b)
+  for b in np.unique(bucket_P):
+    members = np.flatnonzero(bucket_P == b)
     if shuffle:
       members = rng.permutation(members)
     stop = len(members) - len(members) % batch_size if drop_remainder else len(members)

@@ -1,18 +1,19 @@
 """Inference: PaDIR iterative refinement (paper App. L.1.1), greedy and beam AR decoding.
 
-PaDIR: encode once; take the top-k target lengths of the length predictor; for each, start from
-random tokens (or [MASK]) and run T decoder passes X(t+1) = argmax decoder(X(t), h), stopping
-early when no hypothesis changes. Optionally (paper App. L.2) token-level stutter (a token equal
-to its left neighbour) is re-masked between iterations and dropped after the last one
-(`drop_stutter`, on the host). The candidate with the best mean token log-probability wins.
+PaDIR: encode once; take the top G = num_lengths target lengths of the length predictor (the
+B G candidates are decoded as M rows); for each, start from random tokens (or [MASK]) and run
+num_steps decoder passes X(t+1) = argmax decoder(X(t), h), stopping early when no hypothesis
+changes. Optionally (paper App. L.2) token-level stutter (a token equal to its left neighbour)
+is re-masked between iterations and dropped after the last one (`drop_stutter`, on the host).
+The candidate with the best mean token log-probability wins.
 
 AR beam search (the paper's AR baselines decode with 5 beams; distillation teachers too), with
-fairseq's bookkeeping: each step ranks the extensions of the K alive prefixes by their summed
-log-probability and takes the 2K best; those among the first K that end (EOS, or max_len tokens
-reached without EOS) are finished and scored
+fairseq's bookkeeping: each step ranks the extensions of the W = beam_size alive prefixes by
+their summed log-probability and takes the E = 2W best; those among the first W that end (EOS,
+or max_len tokens reached without EOS) are finished and scored
     sum_t log p(y_t | y_<t, x) / lp(n),    lp(n) = ((5 + n) / 6) ** length_penalty
-(Wu et al. 2016; n counts the EOS), and the K best that did not end stay alive. An input is done
-once K hypotheses have finished; the best-scoring finished one is returned. So beam_size=1 is
+(Wu et al. 2016; n counts the EOS), and the W best that did not end stay alive. An input is done
+once W hypotheses have finished; the best-scoring finished one is returned. So beam_size=1 is
 greedy decoding, and a beam at least as large as the number of hypotheses is exhaustive search.
 Both AR decoders keep a KV cache (Transformer.init_cache / decode_step): step t runs the decoder
 on position t alone, attending to the cached projections of positions < t, and the beam search
@@ -55,20 +56,20 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
   """
   B = inputs_BS.shape[0]
   T = model.cfg.max_target_length
-  K = num_lengths
+  G = num_lengths
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   if target_length is None:
-    _, lengths_BK = jax.lax.top_k(_valid_lengths(model.length_logits(enc_BSD)), K)
+    _, lengths_BG = jax.lax.top_k(_valid_lengths(model.length_logits(enc_BSD)), G)
   else:
-    lengths_BK = jnp.full((B, K), target_length, jnp.int32)
-  lengths_M = lengths_BK.reshape(B * K)  # M = B * K candidates
-  enc_MSD = jnp.repeat(enc_BSD, K, axis=0)
-  enc_mask_MS = jnp.repeat(enc_mask_BS, K, axis=0)
+    lengths_BG = jnp.full((B, G), target_length, jnp.int32)
+  lengths_M = lengths_BG.reshape(B * G)  # M = B * G candidates
+  enc_MSD = jnp.repeat(enc_BSD, G, axis=0)
+  enc_mask_MS = jnp.repeat(enc_mask_BS, G, axis=0)
   inside_MT = jnp.arange(T)[None] < lengths_M[:, None]
   if init == "random":
-    x0_MT = jax.random.randint(key, (B * K, T), tokenizer_lib.NUM_SPECIAL, model.cfg.vocab_size)
+    x0_MT = jax.random.randint(key, (B * G, T), tokenizer_lib.NUM_SPECIAL, model.cfg.vocab_size)
   elif init == "mask":
-    x0_MT = jnp.full((B * K, T), tokenizer_lib.MASK_ID)
+    x0_MT = jnp.full((B * G, T), tokenizer_lib.MASK_ID)
   else:
     raise ValueError(f"init must be 'random' or 'mask', got {init!r}")
   x0_MT = jnp.where(inside_MT, x0_MT, tokenizer_lib.PAD_ID).astype(jnp.int32)
@@ -91,11 +92,11 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
       pred_MT = jnp.where(_stutter_BT(pred_MT) & (t + 1 < num_steps), tokenizer_lib.MASK_ID, pred_MT)
     return t + 1, pred_MT, logp_MT, changed
 
-  logp0_MT = jnp.zeros((B * K, T), jnp.float32)
+  logp0_MT = jnp.zeros((B * G, T), jnp.float32)
   steps, x_MT, logp_MT, _ = jax.lax.while_loop(cond, body, (0, x0_MT, logp0_MT, True))
   score_M = (logp_MT * inside_MT).sum(-1) / lengths_M
-  best_B = jnp.argmax(score_M.reshape(B, K), axis=-1)
-  pick = lambda a: a.reshape(B, K, *a.shape[1:])[jnp.arange(B), best_B]
+  best_B = jnp.argmax(score_M.reshape(B, G), axis=-1)
+  pick = lambda a: a.reshape(B, G, *a.shape[1:])[jnp.arange(B), best_B]
   return {"tokens": pick(x_MT), "lengths": pick(lengths_M), "steps": steps}
 
 
@@ -125,90 +126,90 @@ def length_penalty_factor(length: Array, alpha: float) -> Array:
 
 @struct.dataclass
 class BeamState:
-  """Loop state of beam_search: per input, K alive prefixes and up to K finished hypotheses."""
+  """Loop state of beam_search: per input, W alive prefixes and up to W finished hypotheses."""
   t: Array  # [] the position being decoded
-  alive_BKT: Array  # tokens so far, PAD from position t on
-  alive_logp_BK: Array  # summed token log-probabilities; -inf marks an empty slot
-  finished_BKT: Array  # PAD after the EOS
-  finished_score_BK: Array  # length-normalized, best first; -inf marks an empty slot
+  alive_BWT: Array  # tokens so far, PAD from position t on
+  alive_logp_BW: Array  # summed token log-probabilities; -inf marks an empty slot
+  finished_BWT: Array  # PAD after the EOS
+  finished_score_BW: Array  # length-normalized, best first; -inf marks an empty slot
   num_finished_B: Array
-  cache: dict  # Transformer.init_cache of the B * K alive prefixes, in beam order
+  cache: model_lib.KVCache  # of the B * W alive prefixes, in beam order
 
 
 def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
                 max_len: int | None = None, length_penalty: float = 0.6) -> dict[str, Array]:
   """Beam search with the AR baseline (see the module docstring).
 
-  Returns tokens [B, L] (the best hypothesis, PAD after its EOS), scores [B] (its normalized
-  log-probability), every finished beam best first (beams [B, K, L], beam_scores [B, K], -inf
-  for empty slots) and the number of steps run; L = max_len (default: max_target_length).
+  Returns tokens [B, T] (the best hypothesis, PAD after its EOS), scores [B] (its normalized
+  log-probability), every finished beam best first (beams [B, W, T], beam_scores [B, W], -inf
+  for empty slots) and the number of steps run; T = max_len (default: max_target_length).
   Call it under nnx.jit with beam_size, max_len and length_penalty static.
   """
   if model.cfg.decoder != "ar":
     raise ValueError("beam_search needs a model with decoder='ar'")
-  B, K = inputs_BS.shape[0], beam_size
+  B, W = inputs_BS.shape[0], beam_size
   T = max_len or model.cfg.max_target_length
   if not 1 <= T <= model.cfg.max_target_length:
     raise ValueError(f"max_len={max_len} must be in [1, max_target_length="
                      f"{model.cfg.max_target_length}]")
   V = model.cfg.vocab_size
-  C = min(2 * K, K * V)  # ranked candidates: at most K of them end in EOS, so K stay alive
+  E = min(2 * W, W * V)  # ranked extensions: at most W of them end in EOS, so W stay alive
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
-  enc_MSD = jnp.repeat(enc_BSD, K, axis=0)  # M = B * K
-  enc_mask_MS = jnp.repeat(enc_mask_BS, K, axis=0)
+  enc_MSD = jnp.repeat(enc_BSD, W, axis=0)  # M = B * W
+  enc_mask_MS = jnp.repeat(enc_mask_BS, W, axis=0)
 
-  def gather_beams(x_BK, beam_BC):
-    return jnp.take_along_axis(x_BK, beam_BC.reshape(beam_BC.shape + (1,) * (x_BK.ndim - 2)), 1)
+  def gather_beams(x_B___, index_B_):
+    """out[b, j] = x[b, index[b, j]]."""
+    return jnp.take_along_axis(
+        x_B___, index_B_.reshape(index_B_.shape + (1,) * (x_B___.ndim - 2)), 1)
 
   def cond(s: BeamState):
-    return (s.t < T) & jnp.any(s.num_finished_B < K)
+    return (s.t < T) & jnp.any(s.num_finished_B < W)
 
   def body(s: BeamState):
     t = s.t
-    last_M = jax.lax.dynamic_index_in_dim(s.alive_BKT, jnp.maximum(t - 1, 0), 2, False)
-    in_M = jnp.where(t == 0, tokenizer_lib.BOS_ID, last_M.reshape(B * K))
+    last_M = jax.lax.dynamic_index_in_dim(s.alive_BWT, jnp.maximum(t - 1, 0), 2, False)
+    in_M = jnp.where(t == 0, tokenizer_lib.BOS_ID, last_M.reshape(B * W))
     logits_MV, cache = model.decode_step(in_M, t, s.cache)
     logits_MV = losses.ban_never_predicted(logits_MV)
-    logp_BKV = jax.nn.log_softmax(logits_MV.astype(jnp.float32), -1).reshape(B, K, V)
-    cand_logp_BC, flat_BC = jax.lax.top_k(
-        (s.alive_logp_BK[..., None] + logp_BKV).reshape(B, K * V), C)
-    beam_BC, token_BC = flat_BC // V, (flat_BC % V).astype(jnp.int32)
-    cand_BCT = gather_beams(s.alive_BKT, beam_BC).at[:, :, t].set(token_BC)
-    ends_BC = (token_BC == tokenizer_lib.EOS_ID) | (t == T - 1)
-    # Finish the ending candidates ranked in the first K (finite: not from an empty slot), unless
+    logp_BWV = jax.nn.log_softmax(logits_MV.astype(jnp.float32), -1).reshape(B, W, V)
+    cand_logp_BE, flat_BE = jax.lax.top_k(
+        (s.alive_logp_BW[..., None] + logp_BWV).reshape(B, W * V), E)
+    beam_BE, token_BE = flat_BE // V, (flat_BE % V).astype(jnp.int32)
+    cand_BET = gather_beams(s.alive_BWT, beam_BE).at[:, :, t].set(token_BE)
+    ends_BE = (token_BE == tokenizer_lib.EOS_ID) | (t == T - 1)
+    # Finish the ending extensions ranked in the first W (finite: not from an empty slot), unless
     # the input is already done.
-    finish_BC = (ends_BC & (jnp.arange(C)[None] < K) & jnp.isfinite(cand_logp_BC)
-                 & (s.num_finished_B < K)[:, None])
+    finish_BE = (ends_BE & (jnp.arange(E)[None] < W) & jnp.isfinite(cand_logp_BE)
+                 & (s.num_finished_B < W)[:, None])
     lp = length_penalty_factor((t + 1).astype(jnp.float32), length_penalty)
-    score_BN = jnp.concatenate([s.finished_score_BK, jnp.where(finish_BC, cand_logp_BC / lp,
+    score_BU = jnp.concatenate([s.finished_score_BW, jnp.where(finish_BE, cand_logp_BE / lp,
                                                                -jnp.inf)], 1)
-    finished_score_BK, pick_BK = jax.lax.top_k(score_BN, K)
-    finished_BKT = gather_beams(jnp.concatenate([s.finished_BKT, cand_BCT], 1), pick_BK)
-    alive_logp_BK, keep_BK = jax.lax.top_k(jnp.where(ends_BC, -jnp.inf, cand_logp_BC), K)
-    parent_BK = gather_beams(beam_BC, keep_BK)  # the alive beam each new one extends
+    finished_score_BW, pick_BW = jax.lax.top_k(score_BU, W)
+    finished_BWT = gather_beams(jnp.concatenate([s.finished_BWT, cand_BET], 1), pick_BW)
+    alive_logp_BW, keep_BW = jax.lax.top_k(jnp.where(ends_BE, -jnp.inf, cand_logp_BE), W)
+    parent_BW = gather_beams(beam_BE, keep_BW)  # the alive beam each new one extends
 
     def reorder(x_M___):
-      x_BK___ = x_M___.reshape(B, K, *x_M___.shape[1:])
-      return gather_beams(x_BK___, parent_BK).reshape(x_M___.shape)
+      x_BW___ = x_M___.reshape(B, W, *x_M___.shape[1:])
+      return gather_beams(x_BW___, parent_BW).reshape(x_M___.shape)
 
-    cache = dict(cache, layers=[
-        dict(c, **{k: reorder(c[k]) for k in model_lib.PREFIX_CACHE_KEYS if k in c})
-        for c in cache["layers"]])
-    return BeamState(t=t + 1, alive_BKT=gather_beams(cand_BCT, keep_BK),
-                     alive_logp_BK=alive_logp_BK, finished_BKT=finished_BKT,
-                     finished_score_BK=finished_score_BK,
-                     num_finished_B=s.num_finished_B + finish_BC.sum(-1), cache=cache)
+    cache = cache.replace(prefix=jax.tree.map(reorder, cache.prefix))
+    return BeamState(t=t + 1, alive_BWT=gather_beams(cand_BET, keep_BW),
+                     alive_logp_BW=alive_logp_BW, finished_BWT=finished_BWT,
+                     finished_score_BW=finished_score_BW,
+                     num_finished_B=s.num_finished_B + finish_BE.sum(-1), cache=cache)
 
-  empty_BKT = jnp.full((B, K, T), tokenizer_lib.PAD_ID, jnp.int32)
-  # One live slot per input at the start, so K copies of the empty prefix do not fill the beam.
-  alive_logp_BK = jnp.broadcast_to(jnp.where(jnp.arange(K) == 0, 0.0, -jnp.inf), (B, K))
-  state = BeamState(t=jnp.int32(0), alive_BKT=empty_BKT, alive_logp_BK=alive_logp_BK,
-                    finished_BKT=empty_BKT, finished_score_BK=jnp.full((B, K), -jnp.inf),
+  empty_BWT = jnp.full((B, W, T), tokenizer_lib.PAD_ID, jnp.int32)
+  # One live slot per input at the start, so W copies of the empty prefix do not fill the beam.
+  alive_logp_BW = jnp.broadcast_to(jnp.where(jnp.arange(W) == 0, 0.0, -jnp.inf), (B, W))
+  state = BeamState(t=jnp.int32(0), alive_BWT=empty_BWT, alive_logp_BW=alive_logp_BW,
+                    finished_BWT=empty_BWT, finished_score_BW=jnp.full((B, W), -jnp.inf),
                     num_finished_B=jnp.zeros((B,), jnp.int32),
                     cache=model.init_cache(enc_MSD, enc_mask_MS, T))
   state = jax.lax.while_loop(cond, body, state)
-  return {"tokens": state.finished_BKT[:, 0], "scores": state.finished_score_BK[:, 0],
-          "beams": state.finished_BKT, "beam_scores": state.finished_score_BK, "steps": state.t}
+  return {"tokens": state.finished_BWT[:, 0], "scores": state.finished_score_BW[:, 0],
+          "beams": state.finished_BWT, "beam_scores": state.finished_score_BW, "steps": state.t}
 
 
 def drop_stutter(ids: Sequence[int] | np.ndarray) -> list[int]:

@@ -1,12 +1,13 @@
 """Sequence-level knowledge distillation (Kim & Rush 2016): PaDIR trains on an AR teacher's output.
 
 Paper App. L.2: "we distill our models by training on the output of an autoregressive model" (the
-paper used a translation service; here the teacher is the AR baseline of padir.train_lib, decoded
-with beam search). `distill_corpus` translates the source side of the training split with the
-teacher and writes a local corpus (SPLIT.tsv, the format padir.data reads) whose targets are the
-teacher's translations; the valid and test splits are copied unchanged, so that evaluation stays
-against the human references. `train` is the job of configs/padir_bible_en_es_distill.py:
-distill once, then train the student on the distilled corpus with the teacher's vocabulary.
+paper used a translation service; here the teacher is the AR baseline trained by padir.training,
+decoded with beam search). `distill_corpus` translates the source side of the training split
+with the teacher and writes a local corpus (SPLIT.tsv, the format padir.data reads) whose
+targets are the teacher's translations; the valid and test splits are copied unchanged, so that
+evaluation stays against the human references. The job padir.jobs.distill
+(configs/padir_bible_en_es_distill.py) distills once, then trains the student on the distilled
+corpus with the teacher's vocabulary (`student_config`).
 
 A source the teacher cannot encode (longer than its max_source_length) and a translation that is
 empty or that reached max_target_length without EOS are left out; distill.json counts them.
@@ -27,11 +28,13 @@ import numpy as np
 import tqdm
 from flax import nnx
 
+from gmlm import checks
+
 from padir import data
 from padir import decode
 from padir import evaluate
 from padir import tokenizer as tokenizer_lib
-from padir import train_lib
+from padir import restore
 
 MANIFEST = "distill.json"
 VOCABULARY = "teacher_spm.model"
@@ -42,10 +45,10 @@ def _beam_tokens(model, inputs_BS, beam_size, length_penalty):
   return decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)["tokens"]
 
 
-def load_teacher(teacher_workdir: str, step: int | None = None) -> train_lib.Loaded:
+def load_teacher(teacher_workdir: str, step: int | None = None) -> restore.Loaded:
   """The AR teacher of a training run directory; a clear error if there is none."""
   try:
-    model, tok, config = train_lib.load_model(teacher_workdir, step)
+    model, tok, config = restore.load_model(teacher_workdir, step)
   except FileNotFoundError as e:
     raise FileNotFoundError(
         f"no teacher checkpoint: {e}. Train the AR teacher first, e.g. `python train.py --config "
@@ -199,7 +202,7 @@ def _check_partial_settings(partial: str, settings_path: str, manifest: dict[str
 
 
 def _latest_step(workdir: str) -> int:
-  return max(int(p) for p in os.listdir(os.path.join(workdir, "checkpoints")) if p.isdigit())
+  return restore.checkpoint_steps(workdir)[-1]
 
 
 def student_config(config: ml_collections.ConfigDict, out_dir: str) -> ml_collections.ConfigDict:
@@ -210,28 +213,41 @@ def student_config(config: ml_collections.ConfigDict, out_dir: str) -> ml_collec
   return student
 
 
-def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Job: distill the corpus once (reused while distill.json matches the settings), then train
-  the student on it (padir.train_lib.train, which resumes if workdir has checkpoints)."""
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Checks the config.distill keys (the rest is a training config: padir.training.validate)."""
+  v = checks.get(config, "distill.teacher_workdir")
+  checks.check(isinstance(v, str) and bool(v), "distill.teacher_workdir", v,
+               "must name the AR teacher's run directory")
+  v = checks.get(config, "distill.corpus_dir")
+  checks.check(isinstance(v, str), "distill.corpus_dir", v, "must be a path, or '' for "
+               "WORKDIR/distilled")
+  checks.check_int(config, "distill.teacher_step", lo=0)
+  checks.check_int(config, "distill.beam_size", lo=1)
+  checks.check_int(config, "distill.batch_size", lo=1)
+  checks.check_float(config, "distill.length_penalty")
+
+
+def corpus_dir(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """Where the distilled corpus goes: config.distill.corpus_dir, default WORKDIR/distilled."""
+  return config.distill.corpus_dir or os.path.join(workdir, "distilled")
+
+
+def reusable_corpus(config: ml_collections.ConfigDict, out_dir: str) -> bool:
+  """Whether out_dir already holds the corpus distilled with config's settings (False: there is
+  none yet); a corpus distilled with other settings is an error, not silently reused."""
   dc, d = config.distill, config.data
-  out_dir = dc.corpus_dir or os.path.join(workdir, "distilled")
-  step = dc.teacher_step or None  # 0: the latest checkpoint
   manifest_path = os.path.join(out_dir, MANIFEST)
-  if os.path.isfile(manifest_path):
-    with open(manifest_path, encoding="utf-8") as f:
-      manifest = json.load(f)
-    wanted = {"teacher_workdir": os.path.abspath(dc.teacher_workdir), "beam_size": dc.beam_size,
-              "length_penalty": dc.length_penalty, "source_corpus": os.path.abspath(d.corpus_dir)}
-    if step is not None:
-      wanted["teacher_step"] = step
-    found = {k: manifest.get(k) for k in wanted}
-    if found != wanted:
-      raise ValueError(f"{out_dir} holds a corpus distilled with {found}, not {wanted}: delete it "
-                       f"or set config.distill.corpus_dir to another directory")
-    logging.info("reusing the distilled corpus in %s", out_dir)
-  else:
-    train_lib.prepare_corpus(config)
-    distill_corpus(dc.teacher_workdir, d.corpus_dir, out_dir, source_lang=d.source_lang,
-                   target_lang=d.target_lang, teacher_step=step, beam_size=dc.beam_size,
-                   length_penalty=dc.length_penalty, batch_size=dc.batch_size)
-  return train_lib.train(student_config(config, out_dir), workdir)
+  if not os.path.isfile(manifest_path):
+    return False
+  with open(manifest_path, encoding="utf-8") as f:
+    manifest = json.load(f)
+  wanted = {"teacher_workdir": os.path.abspath(dc.teacher_workdir), "beam_size": dc.beam_size,
+            "length_penalty": dc.length_penalty, "source_corpus": os.path.abspath(d.corpus_dir)}
+  if dc.teacher_step:
+    wanted["teacher_step"] = dc.teacher_step
+  found = {k: manifest.get(k) for k in wanted}
+  if found != wanted:
+    raise ValueError(f"{out_dir} holds a corpus distilled with {found}, not {wanted}: delete it "
+                     f"or set config.distill.corpus_dir to another directory")
+  logging.info("reusing the distilled corpus in %s", out_dir)
+  return True

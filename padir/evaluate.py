@@ -1,16 +1,20 @@
-"""Translation with a trained model, SacreBLEU (with its signature) and the word-level stutter rate."""
+"""Evaluation: translation with a trained model, SacreBLEU (with its signature), the word-level
+stutter rate, and the validation loss and BLEU that training logs (`validation_loss`,
+`validation_translation`)."""
 
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import sacrebleu
 from flax import nnx
 
+from padir import data
 from padir import decode
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
@@ -88,3 +92,49 @@ def stutter_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     pairs += max(len(words) - 1, 0)
     repeats += sum(1 for a, b in zip(words, words[1:]) if a == b and a not in ref_repeats)
   return repeats / max(pairs, 1)
+
+
+def validation_loss(eval_step: Callable, model: model_lib.Transformer, source: Any,
+                    tok: tokenizer_lib.Tokenizer, config: ml_collections.ConfigDict,
+                    place: Callable = lambda batch: batch) -> dict[str, float]:
+  """The mean of eval_step's metrics over the first config.train.eval_batches batches of the
+  valid split (this process's rows of each global batch), as valid_* records."""
+  d = config.data
+  ds, _ = data.make_dataset(source, tok, batch_size=config.train.batch_size // jax.process_count(),
+                            max_source_length=d.max_source_length,
+                            max_target_length=d.max_target_length, shuffle=False,
+                            drop_remainder=True, name="valid", shard_index=jax.process_index(),
+                            shard_count=jax.process_count())
+  sums, n = {}, 0
+  for i, batch in enumerate(ds):
+    if i >= config.train.eval_batches:
+      break
+    metrics = eval_step(model, place(batch), jax.random.fold_in(jax.random.key(config.seed), i))
+    for k, v in metrics.items():
+      sums[k] = sums.get(k, 0.0) + float(v)
+    n += 1
+  if n == 0:
+    raise data.CorpusError(f"the valid split has fewer than batch_size={config.train.batch_size} "
+                           f"pairs within the maximum lengths: nothing to evaluate")
+  return {f"valid_{k}": v / n for k, v in sums.items()}
+
+
+def validation_translation(model: model_lib.Transformer, source: Any,
+                           tok: tokenizer_lib.Tokenizer,
+                           config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """BLEU, its signature and the stutter rate of the first config.decode.num_examples valid
+  pairs, decoded with config.decode's settings, and the first example."""
+  c, n = config.decode, config.decode.num_examples
+  records = [source[i] for i in range(min(n, len(source)))]
+  sources = [r["source"].decode() for r in records]
+  references = [r["target"].decode() for r in records]
+  hypotheses = translate(model, tok, sources, jax.random.key(config.seed),
+                         batch_size=c.batch_size, num_steps=c.num_steps,
+                         num_lengths=c.num_lengths, remask_stutter=c.remask_stutter,
+                         beam_size=c.get("beam_size", 1),
+                         length_penalty=c.get("length_penalty", 0.6))
+  score, signature = bleu(hypotheses, references, config.data.target_lang)
+  return {"valid_bleu": score, "bleu_signature": signature,
+          "valid_stutter": stutter_rate(hypotheses, references),
+          "example": {"source": sources[0], "reference": references[0],
+                      "hypothesis": hypotheses[0]}}

@@ -7,9 +7,10 @@ mask_rate = 0, i.e. 85% random tokens). PAD positions stay PAD.
 
 Multi-stage loss (Ghazvininejad et al. 2020; Savinov et al. 2022): stage 1 refines X(0); stage
 s+1 refines X(s) = the argmax (or a sample) of stage s, with no gradient through that choice;
-    L = (1/S) sum_s CE(decoder(X(s-1), encoder(source)), target) + length_weight * CE_length,
-(the paper's 1/S average; `stage_reduction="sum"` drops it). Token CE is averaged over non-PAD
-target positions; the length CE over examples.
+    loss = (1/num_stages) sum_s CE(decoder(X(s-1), encoder(source)), target)
+           + length_weight * CE_length
+(the paper's average over stages; `stage_reduction="sum"` drops the 1/num_stages). Token CE is
+averaged over non-PAD target positions; the length CE over examples.
 """
 
 from __future__ import annotations

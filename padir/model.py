@@ -10,8 +10,8 @@
 - Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
 
 Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
-Shapes: B batch, S source length (with [LEN]), T target length, D model, N heads, H head dim,
-F FFN hidden, V vocabulary.
+Shape letters: the legend in padir/__init__.py (B batch, S source length with [LEN], T target
+length, D model, N heads, H head dim, V vocabulary, Q / K query / key positions).
 
 Every parameter carries the logical names of its dimensions in its `logical_axes` metadata
 ("vocab", "embed", "heads", "head_dim", "mlp", "length", "length_classes"); padir.sharding maps
@@ -26,6 +26,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from flax import struct
 
 from padir import tokenizer as tokenizer_lib
 
@@ -56,6 +57,13 @@ class ModelConfig:
   def from_dict(cls, d: Any) -> "ModelConfig":
     d = dict(d)
     return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+  @classmethod
+  def from_run_config(cls, config: Any, vocab_size: int) -> "ModelConfig":
+    """The model a run config describes: config.model with the data's maximum lengths."""
+    return cls.from_dict({**config.model.to_dict(), "vocab_size": vocab_size,
+                          "max_source_length": config.data.max_source_length,
+                          "max_target_length": config.data.max_target_length})
 
   @property
   def head_dim(self) -> int:
@@ -132,6 +140,33 @@ class EncoderLayer(nnx.Module):
     return x_BSD + self.dropout(self.ffn(self.norm_ffn(x_BSD)))
 
 
+@struct.dataclass
+class LayerPrefix:
+  """A decoder layer's projections of the decoded prefix (position t written at step t): what a
+  beam search reorders with its beams."""
+  self_k_MNTH: Array
+  self_v_MNTH: Array
+  pos_v_MNTH: Array | None = None  # None without positional attention
+
+
+@struct.dataclass
+class LayerFixed:
+  """A decoder layer's projections that do not depend on the prefix: cross-attention keys and
+  values of the encoder states (projected once) and the positional-attention keys."""
+  cross_k_MNSH: Array
+  cross_v_MNSH: Array
+  pos_k_NTH: Array | None = None  # None without positional attention
+
+
+@struct.dataclass
+class KVCache:
+  """The decoding state of Transformer.decode_step for M prefixes: per decoder layer, the
+  prefix part and the fixed part, and the encoder mask."""
+  prefix: tuple[LayerPrefix, ...]
+  fixed: tuple[LayerFixed, ...]
+  enc_mask_M1S: Array
+
+
 class DecoderLayer(nnx.Module):
   """Pre-LN: self-attention, positional attention, cross-attention, FFN."""
 
@@ -160,38 +195,36 @@ class DecoderLayer(nnx.Module):
     x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
 
-  def step(self, x_M1D: Array, pos_1D: Array, t: Array, cache: dict[str, Array],
-           cross_k_MNSH: Array, cross_v_MNSH: Array, mask_M1S: Array,
-           pos_k_NTH: Array | None) -> tuple[Array, dict[str, Array]]:
+  def step(self, x_M1D: Array, pos_1D: Array, t: Array, prefix: LayerPrefix,
+           fixed: LayerFixed, enc_mask_M1S: Array) -> tuple[Array, LayerPrefix]:
     """The causal (ar) layer at position t alone, given the projections of positions < t in
-    `cache` (self_k, self_v, pos_v: [M, N, T, H]); returns the output and the cache with
-    position t written. Equals __call__ at position t with the causal mask."""
-    M, _, T, _ = cache["self_k"].shape
+    `prefix`; returns the output and the prefix cache with position t written. Equals
+    __call__ at position t with the causal mask."""
+    M, _, T, _ = prefix.self_k_MNTH.shape
     put = lambda c_MNTH, new_MN1H: jax.lax.dynamic_update_slice_in_dim(c_MNTH, new_MN1H, t, 2)
     seen_T = jnp.arange(T) <= t
     h_M1D = self.norm_self(x_M1D)
-    cache = dict(cache, self_k=put(cache["self_k"], self.self_attention.keys(h_M1D)),
-                 self_v=put(cache["self_v"], self.self_attention.values(h_M1D)))
+    prefix = prefix.replace(
+        self_k_MNTH=put(prefix.self_k_MNTH, self.self_attention.keys(h_M1D)),
+        self_v_MNTH=put(prefix.self_v_MNTH, self.self_attention.values(h_M1D)))
     x_M1D = x_M1D + self.self_attention.attend(
-        h_M1D, cache["self_k"], cache["self_v"], jnp.broadcast_to(seen_T[None, None], (M, 1, T)))
+        h_M1D, prefix.self_k_MNTH, prefix.self_v_MNTH,
+        jnp.broadcast_to(seen_T[None, None], (M, 1, T)))
     if self.positional_attention is not None:
       # Queries and keys come from positions only: the weights are the same for every prefix.
       att = self.positional_attention
       h_M1D = self.norm_positional(x_M1D)
-      cache = dict(cache, pos_v=put(cache["pos_v"], att.values(h_M1D)))
+      prefix = prefix.replace(pos_v_MNTH=put(prefix.pos_v_MNTH, att.values(h_M1D)))
       q_NH = jnp.einsum("D,DNH->NH", pos_1D[0], att.w_q_DNH[...])
-      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, pos_k_NTH) / jnp.sqrt(jnp.float32(q_NH.shape[-1]))
+      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, fixed.pos_k_NTH) / jnp.sqrt(
+          jnp.float32(q_NH.shape[-1]))
       probs_NT = jax.nn.softmax(jnp.where(seen_T[None], logits_NT, NEG_INF), axis=-1)
-      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT, cache["pos_v"])
+      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT, prefix.pos_v_MNTH)
       x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w_o_NHD[...])[:, None]
     h_M1D = self.norm_cross(x_M1D)
-    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, cross_k_MNSH, cross_v_MNSH, mask_M1S)
-    return x_M1D + self.ffn(self.norm_ffn(x_M1D)), cache
-
-
-# The entries of a decoder layer's KV cache that depend on the prefix (a beam search reorders
-# them with its beams; the cross-attention and positional keys do not).
-PREFIX_CACHE_KEYS = ("self_k", "self_v", "pos_v")
+    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, fixed.cross_k_MNSH, fixed.cross_v_MNSH,
+                                                enc_mask_M1S)
+    return x_M1D + self.ffn(self.norm_ffn(x_M1D)), prefix
 
 
 class Transformer(nnx.Module):
@@ -265,37 +298,36 @@ class Transformer(nnx.Module):
 
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
 
-  def init_cache(self, enc_MSD: Array, enc_mask_MS: Array, max_len: int) -> dict[str, Any]:
+  def init_cache(self, enc_MSD: Array, enc_mask_MS: Array, max_len: int) -> KVCache:
     """The decoding state of decode_step for M prefixes of at most max_len tokens."""
     if self.cfg.decoder != "ar":
       raise ValueError("a KV cache needs a model with decoder='ar'")
     M, N, H = enc_MSD.shape[0], self.cfg.num_heads, self.cfg.head_dim
-    zeros = jnp.zeros((M, N, max_len, H), enc_MSD.dtype)
+    zeros_MNTH = jnp.zeros((M, N, max_len, H), enc_MSD.dtype)
     pos_TD = self.target_pos_TD[...][:max_len]
-    layers = []
+    prefix, fixed = [], []
     for layer in self.decoder_layers:
-      c = {"self_k": zeros, "self_v": zeros,
-           "cross_k": layer.cross_attention.keys(enc_MSD),
-           "cross_v": layer.cross_attention.values(enc_MSD)}
-      if layer.positional_attention is not None:
-        c["pos_v"] = zeros
-        c["pos_k"] = layer.positional_attention.keys(pos_TD[None])[0]  # [N, T, H]
-      layers.append(c)
-    return {"layers": layers, "enc_mask_M1S": enc_mask_MS[:, None, :]}
+      positional = layer.positional_attention is not None
+      prefix.append(LayerPrefix(self_k_MNTH=zeros_MNTH, self_v_MNTH=zeros_MNTH,
+                                pos_v_MNTH=zeros_MNTH if positional else None))
+      fixed.append(LayerFixed(
+          cross_k_MNSH=layer.cross_attention.keys(enc_MSD),
+          cross_v_MNSH=layer.cross_attention.values(enc_MSD),
+          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None))
+    return KVCache(prefix=tuple(prefix), fixed=tuple(fixed),
+                   enc_mask_M1S=enc_mask_MS[:, None, :])
 
-  def decode_step(self, token_M: Array, t: Array, cache: dict[str, Any]
-                  ) -> tuple[Array, dict[str, Any]]:
+  def decode_step(self, token_M: Array, t: Array, cache: KVCache) -> tuple[Array, KVCache]:
     """Logits [M, V] for position t given its input token (BOS at t=0, else the token at t-1)
     and the cache of positions < t: decode()'s row t for a causal decoder, in O(t) work."""
     pos_1D = jax.lax.dynamic_slice_in_dim(self.target_pos_TD[...], t, 1)
     x_M1D = self._embed(token_M[:, None], pos_1D)
-    layers = []
-    for layer, c in zip(self.decoder_layers, cache["layers"]):
-      kv = {k: c[k] for k in PREFIX_CACHE_KEYS if k in c}
-      x_M1D, kv = layer.step(x_M1D, pos_1D, t, kv, c["cross_k"], c["cross_v"],
-                             cache["enc_mask_M1S"], c.get("pos_k"))
-      layers.append(dict(c, **kv))
-    return self._logits(self.decoder_norm(x_M1D)[:, 0]), dict(cache, layers=layers)
+    prefix = []
+    for layer, p, f in zip(self.decoder_layers, cache.prefix, cache.fixed):
+      x_M1D, p = layer.step(x_M1D, pos_1D, t, p, f, cache.enc_mask_M1S)
+      prefix.append(p)
+    return (self._logits(self.decoder_norm(x_M1D)[:, 0]),
+            cache.replace(prefix=tuple(prefix)))
 
 
 def count_params(model: nnx.Module) -> int:

@@ -1,4 +1,5 @@
-"""A ("data", "model") device mesh and the shardings of parameters, optimizer state and batches.
+"""PaDIR's shardings of parameters, optimizer state and batches on a ("data", "model") mesh
+(gmlm.core.mesh.make_mesh; `mesh_of(config)` reads config.mesh).
 
 Batches split their first dimension over "data". Parameters are placed by one of two rules:
 - "logical": each parameter names its dimensions (`logical_axes` metadata, padir.model) and
@@ -21,7 +22,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-MESH_AXES = ("data", "model")
+from gmlm.core import mesh as mesh_lib
+
 LogicalRules = Sequence[tuple[str, str | None]]
 
 # Logical dimension name -> mesh axis (None: replicated).
@@ -37,20 +39,13 @@ LOGICAL_RULES: LogicalRules = (
 )
 
 
-def make_mesh(data: int = -1, model: int = 1, devices: Sequence[Any] | None = None) -> Mesh:
-  """A data x model mesh over `devices` (default: all); -1 for data takes what model leaves."""
-  devices = list(jax.devices() if devices is None else devices)
-  if data == -1:
-    if len(devices) % model:
-      raise ValueError(f"{len(devices)} devices do not split into model={model} groups")
-    data = len(devices) // model
-  if data * model != len(devices):
-    raise ValueError(f"mesh data={data} x model={model} needs {data * model} devices, "
-                     f"found {len(devices)}")
-  # Auto axes: shardings are constraints that XLA's partitioner propagates through the model
-  # (explicit axes would make every op that mixes shardings say how to shard its output).
-  return jax.make_mesh((data, model), MESH_AXES, devices=devices,
-                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+def mesh_of(config: Any) -> Mesh | None:
+  """config.mesh -> the ("data", "model") mesh over all devices (gmlm.core.mesh.make_mesh);
+  None (one device, no mesh) without config.mesh or with mesh.data = 0."""
+  m = config.get("mesh")
+  if not m or not m.get("data", -1):
+    return None
+  return mesh_lib.make_mesh(m.get("data", -1), m.get("model", 1))
 
 
 def logical_spec(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh,

@@ -1,5 +1,46 @@
-"""`python train.py --config configs/padir_bible_en_es_distill.py --workdir DIR`: distillation."""
+"""`python train.py --config configs/padir_bible_en_es_distill.py --workdir DIR`: distillation.
 
-from padir.distill import train as run  # noqa: F401
+Distills the corpus once with the AR teacher (padir.distill; reused while its distill.json
+matches the settings), then trains the student there (padir.training.fit, which resumes if
+workdir has checkpoints). config.json records this config; the student's training config (the
+distilled corpus and the teacher's vocabulary as its data) goes to padir.restore.TRAINED_CONFIG.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from padir import bible
+from padir import distill
+from padir import restore
+from padir import training
 
 ENTRY_POINT = "train.py"
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  training.validate(config)
+  distill.validate(config)
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Distills (once), then trains the student in workdir; returns its last logged metrics."""
+  dc, d = config.distill, config.data
+  out_dir = distill.corpus_dir(config, workdir)
+  reuse = distill.reusable_corpus(config, out_dir)  # a corpus of other settings is refused
+  rd = training.open_run(config, workdir)
+  try:
+    if not reuse:
+      if d.get("prepare_bible"):
+        bible.prepare_if_missing(d.corpus_dir)
+      distill.distill_corpus(dc.teacher_workdir, d.corpus_dir, out_dir, source_lang=d.source_lang,
+                             target_lang=d.target_lang, teacher_step=dc.teacher_step or None,
+                             beam_size=dc.beam_size, length_penalty=dc.length_penalty,
+                             batch_size=dc.batch_size)
+    student = distill.student_config(config, out_dir)
+    rd.write_json(restore.TRAINED_CONFIG, student)
+    return training.fit(student, rd)
+  finally:
+    rd.close()

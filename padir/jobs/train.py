@@ -1,5 +1,28 @@
-"""`python train.py --config configs/padir_bible_en_es.py --workdir DIR`: PaDIR / AR training."""
+"""`python train.py --config configs/padir_bible_en_es.py --workdir DIR`: PaDIR / AR training.
 
-from padir.train_lib import train as run  # noqa: F401
+A killed run resumes from its last checkpoint when the same command is rerun; a workdir holding
+a run of another config is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from padir import training
 
 ENTRY_POINT = "train.py"
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  training.validate(config)
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains (or resumes) in workdir; returns the last logged metrics."""
+  rd = training.open_run(config, workdir)
+  try:
+    return training.fit(config, rd)
+  finally:
+    rd.close()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from padir import data
+from padir import tfds_corpus
 from padir import tokenizer as tok_lib
 
 WORDS_EN = "the a man woman house land king city water light day night god people son".split()
@@ -106,7 +107,7 @@ def test_vocabulary_has_the_fixed_special_ids(tokenizer):
 
 
 def test_tfds_round_trip_preserves_every_pair(corpus_dir, tmp_path):
-  sources = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))
+  sources = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))
   for split in data.SPLITS:
     expected = collections.Counter(data.read_split(corpus_dir, split, "en", "es"))
     got = collections.Counter((r["source"].decode(), r["target"].decode()) for r in sources[split])
@@ -114,7 +115,7 @@ def test_tfds_round_trip_preserves_every_pair(corpus_dir, tmp_path):
 
 
 def test_pipeline_filters_pads_and_shuffles_deterministically(corpus_dir, tokenizer, tmp_path):
-  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
   max_len = 8
   # Independent count of the pairs that fit (EOS included).
   fits = [len(tokenizer.encode(r["source"].decode())) + 1 <= max_len and
@@ -161,7 +162,7 @@ def _pairs_of(batch, tokenizer):
 
 def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(corpus_dir, tokenizer,
                                                                     tmp_path):
-  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
   max_len, boundaries, batch_size = 12, (4, 6, 8), 5
   # Independent lengths (EOS included) and the expected bucket of each pair that fits.
   lengths = [(len(tokenizer.encode(r["source"].decode())) + 1,
@@ -211,7 +212,7 @@ def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(corpus_dir, 
 
 @pytest.mark.parametrize("buckets", [(), (4, 6, 8)])
 def test_process_shards_split_every_global_batch(corpus_dir, tokenizer, tmp_path, buckets):
-  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
 
   def batches(batch_size, shard_index=0, shard_count=1):
     ds, _ = data.make_dataset(source, tokenizer, batch_size=batch_size, max_source_length=12,
@@ -229,7 +230,7 @@ def test_process_shards_split_every_global_batch(corpus_dir, tokenizer, tmp_path
 
 
 def test_bucketed_iterator_resumes_from_its_state(corpus_dir, tokenizer, tmp_path):
-  source = data.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
+  source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
   ds, _ = data.make_dataset(source, tokenizer, batch_size=4, max_source_length=12,
                             max_target_length=12, num_epochs=None, bucket_boundaries=(4, 8))
   it = iter(ds)

@@ -1,5 +1,5 @@
-"""padir.distill: the distilled corpus holds the teacher's beam-search translations, in the format
-padir.data reads; a missing teacher is a clear error."""
+"""padir.distill and its job: the distilled corpus holds the teacher's beam-search translations,
+in the format padir.data reads; a missing teacher is a clear error."""
 
 import json
 import os
@@ -15,7 +15,10 @@ from padir import data
 from padir import decode
 from padir import distill
 from padir import tokenizer as tok_lib
-from padir import train_lib
+from padir import restore
+from padir import tfds_corpus
+from padir.jobs import distill as distill_job
+from padir.jobs import train as train_job
 import padir_util
 
 L = 16  # maximum source and target length (a 40-piece vocabulary spells words out)
@@ -47,7 +50,7 @@ def teacher(corpus_dir, tmp_path_factory):
   c.train.update(num_train_steps=60, peak_lr=0.02)
   c.decode.update(num_examples=4, batch_size=4)  # the final evaluation decodes with 5 beams
   assert c.decode.beam_size == 5
-  last = train_lib.train(c, workdir)
+  last = train_job.run(c, workdir)
   assert 0 <= last["valid_bleu"] <= 100
   return workdir
 
@@ -62,11 +65,11 @@ def test_distilled_targets_are_the_teachers_beam_search_outputs(corpus_dir, teac
   for split in ("valid", "test"):
     assert data.read_split(out, split, "en", "es") == data.read_split(corpus_dir, split, "en", "es")
   tok = tok_lib.Tokenizer(os.path.join(out, distill.VOCABULARY))
-  sources = data.local_data_sources(out, "en", "es", data_dir=str(tmp_path / "tfds"))
+  sources = tfds_corpus.local_data_sources(out, "en", "es", data_dir=str(tmp_path / "tfds"))
   assert len(sources["train"]) == len(pairs)
   data.make_dataset(sources["train"], tok, batch_size=2, max_source_length=L, max_target_length=L)
   # Independent recomputation: the restored teacher decodes each source alone.
-  model, _, _ = train_lib.load_model(teacher)
+  model, _, _ = restore.load_model(teacher)
   beam = nnx.jit(lambda m, x: decode.beam_search(m, x, 3, length_penalty=0.6)["tokens"])
   original = data.read_split(corpus_dir, "train", "en", "es")
   expected, reasons = [], {"too_long": 0, "empty": 0, "no_eos": 0}
@@ -111,16 +114,16 @@ def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teac
   c.distill.update(teacher_workdir=teacher, beam_size=2, batch_size=8,
                    corpus_dir=str(tmp_path / "distilled"))
   workdir = str(tmp_path / "student")
-  last = distill.train(c, workdir)
+  last = distill_job.run(c, workdir)
   assert np.isfinite(last["train_loss"]) and np.isfinite(last["valid_loss"])
-  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-    recorded = json.load(f)
+  with open(os.path.join(workdir, restore.TRAINED_CONFIG), encoding="utf-8") as f:
+    recorded = json.load(f)  # the student's config (config.json holds the job's)
   assert recorded["data"]["corpus_dir"] == str(tmp_path / "distilled")
   assert recorded["data"]["vocab_path"].endswith(distill.VOCABULARY)
   # A second run reuses the corpus; other settings are refused rather than silently mixed.
   c.distill.beam_size = 4
   with pytest.raises(ValueError, match="holds a corpus distilled with"):
-    distill.train(c, workdir)
+    distill_job.run(c, workdir)
 
 
 @pytest.mark.slow  # trains the teacher (shared with the tests above)

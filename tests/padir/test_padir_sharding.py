@@ -1,24 +1,18 @@
-"""padir.sharding + train_lib with config.mesh: a training step on 8 simulated CPU devices (mesh
+"""padir.sharding + training with config.mesh: a training step on 8 simulated CPU devices (mesh
 8x1, and 4x2 with the logical rules or FSDP) equals the same step on one device.
 
-The device count is fixed when jax is imported, so the runs happen in a subprocess with
-XLA_FLAGS=--xla_force_host_platform_device_count=8; the single-device run is the unchanged code
-path (no config.mesh) in that process.
+The device count is fixed when jax is imported, so the runs happen in a subprocess with 8
+devices (conftest.run_on_devices); the single-device run is the unchanged code path (no
+config.mesh) in that process.
 """
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-import padir_util
+from conftest import run_on_devices
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 MESHES = {"8x1": dict(data=8, model=1), "4x2": dict(data=4, model=2, params="logical"),
           "4x2_fsdp": dict(data=4, model=2, params="fsdp")}
 
@@ -27,7 +21,8 @@ import sys, numpy as np, jax, ml_collections
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 from configs import padir_bible_en_es
-from padir import model as model_lib, sharding as sharding_lib, train_lib
+from padir import model as model_lib, restore, sharding as sharding_lib
+from padir.jobs import train as train_job
 corpus_dir, out_dir, meshes = sys.argv[1], sys.argv[2], eval(sys.argv[3])
 assert jax.device_count() == 8, jax.devices()
 
@@ -58,12 +53,12 @@ def params_of(model):
           for p, v in jax.tree.leaves_with_path(nnx.state(model, nnx.Param))}
 
 c = config(None)
-init = model_lib.Transformer(train_lib.model_config(c, 40), rngs=nnx.Rngs(
+init = model_lib.Transformer(model_lib.ModelConfig.from_run_config(c, 40), rngs=nnx.Rngs(
     params=c.seed, dropout=jax.random.key(c.seed, impl="rbg")))
 np.savez(f"{out_dir}/init.npz", **params_of(init))
 for name, mesh in [("single", None)] + list(meshes.items()):
-  last = train_lib.train(config(mesh), f"{out_dir}/{name}")
-  model, _, _ = train_lib.load_model(f"{out_dir}/{name}")
+  last = train_job.run(config(mesh), f"{out_dir}/{name}")
+  model, _, _ = restore.load_model(f"{out_dir}/{name}")
   specs = {}
   if mesh:  # where the trained parameters live after the step
     (trained, optimizer), _ = created.pop("objs")
@@ -76,20 +71,9 @@ for name, mesh in [("single", None)] + list(meshes.items()):
 """
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory):
-  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
-                                 {"train": 200, "valid": 16, "test": 16}, max_words=7)
-
-
 @pytest.mark.slow  # four one-step trainings (compilations) in a subprocess
-def test_one_training_step_on_8_devices_equals_one_device(corpus_dir, tmp_path):
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-         "JAX_PLATFORMS": "cpu",
-         "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-  result = subprocess.run([sys.executable, "-c", _SCRIPT, corpus_dir, str(tmp_path), repr(MESHES)],
-                          env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-  assert result.returncode == 0, result.stderr[-5000:]
+def test_one_training_step_on_8_devices_equals_one_device(toy_corpus, tmp_path):
+  run_on_devices(_SCRIPT, 8, toy_corpus, str(tmp_path), repr(MESHES), timeout=900, cwd=tmp_path)
   init = np.load(tmp_path / "init.npz")
   single = np.load(tmp_path / "single.npz")
   for name in MESHES:

@@ -1,4 +1,6 @@
-"""padir.train_lib: a few steps on a tiny corpus write metrics and checkpoints, and resume exactly."""
+"""The PaDIR training job (padir.jobs.train -> padir.training.fit): a few steps on a tiny corpus
+write metrics and checkpoints, and resume exactly; the run directory and the config are checked
+before anything is written."""
 
 import json
 import os
@@ -7,14 +9,13 @@ import numpy as np
 import pytest
 
 from configs import padir_bible_en_es
-from padir import train_lib
-import padir_util
-
-
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory):
-  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
-                                 {"train": 200, "valid": 16, "test": 16}, max_words=7)
+from configs import padir_bible_en_es_distill
+from gmlm import cli
+from gmlm.checks import ConfigError, UserError
+from gmlm.runs import RunDir
+from padir import optim
+from padir import training
+from padir.jobs import train as train_job
 
 
 def _config(corpus_dir: str, steps: int, translate: bool = False):
@@ -35,9 +36,9 @@ def _metrics(workdir: str) -> list[dict]:
     return [json.loads(line) for line in f]
 
 
-def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(corpus_dir, tmp_path):
+def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tmp_path):
   workdir = str(tmp_path / "run")
-  train_lib.train(_config(corpus_dir, steps=4), workdir)
+  train_job.run(_config(toy_corpus, steps=4), workdir)
   records = _metrics(workdir)
   assert [r["step"] for r in records if "train_loss" in r] == [2, 4]
   assert [r["step"] for r in records if "valid_loss" in r] == [4]
@@ -71,23 +72,69 @@ def _event_scalars(logdir):
   return out
 
 
+def test_a_rerun_with_another_config_is_refused_before_anything_is_written(toy_corpus,
+                                                                          tmp_path):
+  """The guard, through the CLI's path and inside the job: config.json stays the old run's."""
+  workdir = tmp_path / "run"
+  RunDir(workdir, _config(toy_corpus, steps=4))  # what an earlier run left there
+  before = (workdir / "config.json").read_text()
+  other = _config(toy_corpus, steps=4)
+  other.train.batch_size = 8
+  with pytest.raises(UserError, match="holds a run of a different config"):
+    cli.run(other, str(workdir), "train.py")
+  with pytest.raises(UserError, match="holds a run of a different config"):
+    train_job.run(other, str(workdir))
+  assert (workdir / "config.json").read_text() == before
+  assert os.listdir(workdir) == ["config.json"]
+  cli.prepare(_config(toy_corpus, steps=4), str(workdir), "train.py")  # the same config resumes
+
+
+@pytest.mark.parametrize("make, key, value", [
+    (padir_bible_en_es.get_config, "train.batch_size", 0),
+    (padir_bible_en_es.get_config, "model.decoder", "rnn"),
+    (padir_bible_en_es.get_config, "loss.keep_rate", 1.5),
+    (padir_bible_en_es_distill.get_config, "distill.beam_size", 0),
+])
+def test_a_bad_config_value_is_named_before_the_workdir_exists(make, key, value, tmp_path):
+  config = make()
+  section, name = key.split(".")
+  config[section][name] = value
+  with pytest.raises(ConfigError, match=rf"config\.{key}={value!r}"):
+    cli.run(config, str(tmp_path / "run"), "train.py")
+  assert not (tmp_path / "run").exists()
+
+
 def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
   t = _config("unused", steps=100).train
   t.update(warmup_steps=10, peak_lr=3e-3, min_lr=1e-5)
-  lr = train_lib.learning_rate_schedule(t)
+  lr = optim.learning_rate_schedule(t)
   np.testing.assert_allclose([float(lr(0)), float(lr(5)), float(lr(10)), float(lr(100))],
                              [1e-5, 1e-5 + 0.5 * (3e-3 - 1e-5), 3e-3, 1e-5], rtol=1e-5)
   assert float(lr(55)) == pytest.approx(1e-5 + 0.5 * (3e-3 - 1e-5), rel=1e-4)  # cosine midpoint
 
 
+class _Killed(Exception):
+  """A preemption, simulated right after the checkpoint at step 4 is on disk."""
+
+
 @pytest.mark.slow  # three short trainings, one with translation (a refinement compile)
-def test_resumed_run_matches_an_uninterrupted_one(corpus_dir, tmp_path):
+def test_resumed_run_matches_an_uninterrupted_one(toy_corpus, tmp_path, monkeypatch):
   interrupted, straight = str(tmp_path / "a"), str(tmp_path / "b")
-  first_leg = _config(corpus_dir, steps=6)
-  first_leg.train.stop_at_step = 4  # as if preempted after the checkpoint at step 4
-  train_lib.train(first_leg, interrupted)
-  last = train_lib.train(_config(corpus_dir, steps=6, translate=True), interrupted)  # resumes at 4
-  train_lib.train(_config(corpus_dir, steps=6), straight)
+  config = _config(toy_corpus, steps=6, translate=True)  # a rerun resumes the same config
+
+  class KilledAfterStep4(training.Checkpoints):
+    def save(self, step, items, **kwargs):
+      saved = super().save(step, items, **{**kwargs, "wait": True})
+      if step == 4:
+        raise _Killed
+      return saved
+
+  with monkeypatch.context() as m:
+    m.setattr(training, "Checkpoints", KilledAfterStep4)
+    with pytest.raises(_Killed):
+      train_job.run(config, interrupted)
+  last = train_job.run(config, interrupted)  # resumes at 4
+  train_job.run(_config(toy_corpus, steps=6), straight)
   assert last["bleu_signature"].startswith("nrefs:1|case:mixed") and 0 <= last["valid_bleu"] <= 100
   last_a = [r for r in _metrics(interrupted) if r["step"] == 6 and "train_loss" in r][0]
   last_b = [r for r in _metrics(straight) if r["step"] == 6 and "train_loss" in r][0]
@@ -95,10 +142,10 @@ def test_resumed_run_matches_an_uninterrupted_one(corpus_dir, tmp_path):
 
 
 @pytest.mark.slow  # compiles the AR training step and greedy decoding
-def test_ar_baseline_trains_and_translates(corpus_dir, tmp_path):
-  c = _config(corpus_dir, steps=2, translate=True)
+def test_ar_baseline_trains_and_translates(toy_corpus, tmp_path):
+  c = _config(toy_corpus, steps=2, translate=True)
   c.model.decoder = "ar"
-  last = train_lib.train(c, str(tmp_path / "ar"))
+  last = train_job.run(c, str(tmp_path / "ar"))
   assert np.isfinite(last["train_loss"]) and "train_stage1_loss" not in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
 
@@ -116,7 +163,7 @@ def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
   train, evals = curves.read_metrics(str(tmp_path))
   assert [r["train_loss"] for r in train] == [9.0, 7.9]
   assert [r["step"] for r in evals] == [100, 200]
-  curves.write_report(str(tmp_path))
+  curves.write_report(RunDir(tmp_path))
   assert (tmp_path / "curves.png").stat().st_size > 1000
   text = (tmp_path / "report.md").read_text()
   assert "| 100 | 7.5 | 1.25 |" in text and "| 200 | 6.5 | 3.5 |" in text

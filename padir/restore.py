@@ -1,0 +1,68 @@
+"""A trained run for other code: `load_model(workdir)` -> (model, tokenizer, config).
+
+A training run directory holds config.json, the vocabulary it names and checkpoints/ (padir.
+training). A job that trains on a config derived from its own (distillation's student) records
+that derived config as TRAINED_CONFIG beside config.json; the model is rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import ml_collections
+from flax import nnx
+
+from gmlm.checkpoints import Checkpoints
+from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
+from padir import vocab
+
+CHECKPOINTS = "checkpoints"
+TRAINED_CONFIG = "train_config.json"
+
+Loaded = tuple[model_lib.Transformer, tokenizer_lib.Tokenizer, ml_collections.ConfigDict]
+
+
+def trained_config(workdir: str) -> ml_collections.ConfigDict:
+  """The config the run's model was trained with (TRAINED_CONFIG, else config.json)."""
+  config_path = os.path.join(workdir, "config.json")
+  if not os.path.isfile(config_path):
+    raise FileNotFoundError(f"{config_path} does not exist: {workdir!r} is not a training run "
+                            f"directory (train.py writes config.json and checkpoints/ there)")
+  derived = os.path.join(workdir, TRAINED_CONFIG)
+  with open(derived if os.path.isfile(derived) else config_path, encoding="utf-8") as f:
+    return ml_collections.ConfigDict(json.load(f))
+
+
+def checkpoint_steps(workdir: str) -> list[int]:
+  """The steps of the run's checkpoints, ascending ([] without checkpoints/)."""
+  directory = os.path.join(workdir, CHECKPOINTS)
+  if not os.path.isdir(directory):
+    return []
+  ckpt = Checkpoints(directory)
+  steps = ckpt.all_steps()
+  ckpt.close()
+  return steps
+
+
+def load_model(workdir: str, step: int | None = None) -> Loaded:
+  """The trained model of a run directory (its config, vocabulary and the parameters of
+  checkpoint `step`, default the latest), in eval mode, on the default device."""
+  config = trained_config(workdir)
+  steps = checkpoint_steps(workdir)
+  if not steps or (step is not None and step not in steps):
+    raise FileNotFoundError(
+        f"no checkpoint {'at step %d ' % step if step is not None else ''}in "
+        f"{os.path.abspath(os.path.join(workdir, CHECKPOINTS))} (found steps {steps}): train the "
+        f"model first, or resume its run")
+  step = max(steps) if step is None else step
+  tok = tokenizer_lib.Tokenizer(vocab.vocabulary_path(config))
+  model = model_lib.Transformer(model_lib.ModelConfig.from_run_config(config, tok.vocab_size),
+                                rngs=nnx.Rngs(0))
+  ckpt = Checkpoints(os.path.join(workdir, CHECKPOINTS))
+  restored = ckpt.restore(step, {"params": nnx.state(model, nnx.Param)})
+  ckpt.close()
+  nnx.update(model, restored["params"])
+  model.eval()
+  return model, tok, config

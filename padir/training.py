@@ -1,0 +1,286 @@
+"""Training: `fit(config, rd)` trains PaDIR (NAR) or the AR baseline in a run directory.
+
+Reads a step top to bottom: corpus -> vocabulary -> tfds/grain batches -> model + AdaFactor ->
+jitted step -> metrics (rd.log_metrics: metrics.jsonl and TensorBoard), evaluation (loss,
+SacreBLEU, stutter), checkpoints (gmlm.checkpoints). Preemption-safe: a restarted run restores
+the last checkpoint (parameters, optimizer state, the grain iterator position), drops the metrics
+written after it and continues; the noise and dropout keys are fold_in(key(seed), step), so a
+resumed run computes the same steps as an uninterrupted one.
+
+Scaling out (both off by default): `config.mesh` places the model, the optimizer state and the
+batches on a ("data", "model") device mesh (padir.sharding: logical axis rules or FSDP); the same
+code runs on one device. `config.distributed` starts multi-host JAX (`open_run`, before any other
+JAX call); each process then reads its rows of every global batch.
+
+`validate(config)` checks every key of the training config without loading anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+import optax
+import tqdm
+from flax import nnx
+
+from gmlm import checks
+from gmlm.checkpoints import Checkpoints, Json
+from gmlm.core import mesh as mesh_lib
+from gmlm.runs import RunDir
+from padir import bible
+from padir import curves
+from padir import data
+from padir import evaluate
+from padir import losses
+from padir import model as model_lib
+from padir import optim
+from padir import restore
+from padir import sharding as sharding_lib
+from padir import tokenizer as tokenizer_lib
+from padir import vocab
+
+
+def _check_bool(config: Any, key: str) -> None:
+  v = checks.get(config, key)
+  checks.check(isinstance(v, bool), key, v, "must be True or False")
+
+
+def _check_str(config: Any, key: str, *, empty_ok: bool = True) -> None:
+  v = checks.get(config, key)
+  checks.check(isinstance(v, str) and (empty_ok or bool(v)), key, v,
+               "must be a string" if empty_ok else "must be a non-empty string")
+
+
+def _has(config: Any, key: str) -> bool:
+  """Whether an optional dotted key is present."""
+  node = config
+  for part in key.split("."):
+    if not hasattr(node, "keys") or part not in node:
+      return False
+    node = node[part]
+  return True
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises gmlm.checks.ConfigError naming the first key of the training config that is
+  missing or out of range; reads no file and loads nothing."""
+  checks.check_int(config, "seed")
+  for key in ("data.corpus_dir", "data.source_lang", "data.target_lang"):
+    _check_str(config, key, empty_ok=False)
+  for key in ("data.vocab_path", "data.tfds_data_dir"):
+    _check_str(config, key)
+  for key in ("data.train_vocab", "model.positional_attention", "train.progress_bar",
+              "decode.remask_stutter"):
+    _check_bool(config, key)
+  if _has(config, "data.prepare_bible"):
+    _check_bool(config, "data.prepare_bible")
+  checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)
+  checks.check_int(config, "data.max_source_length", lo=1)
+  checks.check_int(config, "data.max_target_length", lo=1)
+  if _has(config, "data.bucket_boundaries") and len(config.data.bucket_boundaries):
+    checks.check_ints(config, "data.bucket_boundaries", lo=1)
+  checks.check_choice(config, "model.decoder", ("nar", "ar"))
+  for key in ("model.num_encoder_layers", "model.num_decoder_layers"):
+    checks.check_int(config, key, lo=0)
+  heads = checks.check_int(config, "model.num_heads", lo=1)
+  d_model = checks.check_int(config, "model.d_model", lo=1)
+  checks.check(d_model % heads == 0, "model.d_model", d_model,
+               f"must be divisible by model.num_heads={heads}")
+  checks.check_int(config, "model.d_ff", lo=1)
+  checks.check_float(config, "model.dropout_rate", lo=0, hi=1, hi_open=True)
+  checks.check_float(config, "loss.keep_rate", lo=0, hi=1)
+  checks.check_float(config, "loss.mask_rate", lo=0, hi=1)
+  checks.check_int(config, "loss.num_stages", lo=1)
+  checks.check_choice(config, "loss.stage_input", ("argmax", "sample"))
+  checks.check_choice(config, "loss.stage_reduction", ("mean", "sum"))
+  checks.check_float(config, "loss.length_weight", lo=0)
+  for key in ("train.batch_size", "train.num_train_steps", "train.log_every", "train.eval_every",
+              "train.eval_batches", "train.checkpoint_every", "train.keep_checkpoints",
+              "decode.batch_size", "decode.num_steps", "decode.num_lengths"):
+    checks.check_int(config, key, lo=1)
+  for key in ("train.warmup_steps", "decode.num_examples"):
+    checks.check_int(config, key, lo=0)
+  if _has(config, "train.stop_at_step"):
+    checks.check_int(config, "train.stop_at_step", lo=0)
+  checks.check_float(config, "train.peak_lr", lo=0, lo_open=True)
+  checks.check_float(config, "train.min_lr", lo=0)
+  if _has(config, "decode.beam_size"):
+    checks.check_int(config, "decode.beam_size", lo=1)
+  if _has(config, "decode.length_penalty"):
+    checks.check_float(config, "decode.length_penalty")
+  if _has(config, "mesh.data"):
+    checks.check_int(config, "mesh.data", lo=-1)
+  if _has(config, "mesh.model"):
+    checks.check_int(config, "mesh.model", lo=1)
+  if _has(config, "mesh.params"):
+    checks.check_choice(config, "mesh.params", ("logical", "fsdp"))
+  if _has(config, "distributed"):
+    checks.check_choice(config, "distributed", ("auto", "on", "off"))
+
+
+def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
+  """Joins the processes of a multi-host run (config.distributed, before any other JAX call),
+  then opens the run directory: the config guard, config.json, metrics.jsonl and TensorBoard
+  scalars in tb/ (`tensorboard --logdir WORKDIR/tb`), written by process 0 only."""
+  mesh_lib.initialize_distributed(config.get("distributed", "auto"))
+  return RunDir(workdir, config, tensorboard=True, writer=jax.process_index() == 0)
+
+
+def loss_fn(model: model_lib.Transformer, batch: dict[str, jax.Array], key: jax.Array,
+            config: ml_collections.ConfigDict) -> tuple[jax.Array, dict[str, jax.Array]]:
+  if model.cfg.decoder == "ar":
+    return losses.ar_loss(model, batch)
+  c = config.loss
+  loss, aux = losses.padir_loss(model, batch, key, keep_rate=c.keep_rate, mask_rate=c.mask_rate,
+                                num_stages=c.num_stages, stage_input=c.stage_input,
+                                stage_reduction=c.stage_reduction, length_weight=c.length_weight)
+  aux.pop("stage_inputs")
+  return loss, aux
+
+
+def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
+  """Jitted train and eval steps; keys derive from (seed, step) only. With state_shardings (of
+  nnx.state((model, optimizer))), the updated state keeps those shardings."""
+
+  @nnx.jit
+  def train_step(model, optimizer, batch, key, dropout_key):
+    nnx.reseed(model, dropout=dropout_key)
+    (loss, aux), grads = nnx.value_and_grad(
+        lambda m: loss_fn(m, batch, key, config), has_aux=True)(model)
+    optimizer.update(model, grads)
+    if state_shardings is not None:
+      nnx.update((model, optimizer), jax.lax.with_sharding_constraint(
+          nnx.state((model, optimizer)), state_shardings))
+    return {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads)}
+
+  @nnx.jit
+  def eval_step(model, batch, key):
+    loss, aux = loss_fn(model, batch, key, config)
+    return {"loss": loss, **aux}
+
+  return train_step, eval_step
+
+
+def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
+  """Trains (or resumes) in rd (opened with `open_run`); returns the last logged metrics."""
+  multi_process = jax.process_count() > 1
+  if multi_process and config.decode.num_examples > 0:
+    raise NotImplementedError("translation during multi-process training is not implemented: "
+                              "set config.decode.num_examples=0 and translate afterwards")
+  mesh = sharding_lib.mesh_of(config)
+  if multi_process and mesh is None:
+    raise ValueError("multi-process training needs config.mesh (e.g. data=-1, model=1)")
+
+  # Data: each process reads its rows of every global batch.
+  d = config.data
+  if d.get("prepare_bible"):
+    bible.prepare_if_missing(d.corpus_dir)
+  tok = vocab.prepare_vocabulary(config)
+  if config.train.batch_size % jax.process_count():
+    raise ValueError(f"batch_size={config.train.batch_size} does not split over "
+                     f"{jax.process_count()} processes")
+  from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
+  sources = tfds_corpus.local_data_sources(d.corpus_dir, d.source_lang, d.target_lang,
+                                           data_dir=d.tfds_data_dir or None,
+                                           splits=("train", "valid"))
+  train_ds, report = data.make_dataset(
+      sources["train"], tok, batch_size=config.train.batch_size // jax.process_count(),
+      max_source_length=d.max_source_length, max_target_length=d.max_target_length,
+      seed=config.seed, num_epochs=None, name="train",
+      bucket_boundaries=tuple(d.get("bucket_boundaries", ())),
+      shard_index=jax.process_index(), shard_count=jax.process_count())
+  logging.info("train: kept %d of %d pairs (%d longer than the maximum lengths dropped)",
+               report.kept, report.total, report.too_long)
+  train_iter = iter(train_ds)
+
+  # Model and optimizer, created in place on the mesh if there is one.
+  cfg = model_lib.ModelConfig.from_run_config(config, tok.vocab_size)
+
+  def make_model_and_optimizer():
+    model = model_lib.Transformer(
+        cfg, rngs=nnx.Rngs(params=config.seed, dropout=jax.random.key(config.seed, impl="rbg")))
+    return model, nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
+
+  if mesh is None:
+    model, optimizer = make_model_and_optimizer()
+    state_shardings, place = None, lambda batch: batch
+  else:
+    (model, optimizer), state_shardings = sharding_lib.create_sharded(
+        make_model_and_optimizer, mesh, config.mesh.get("params", "logical"))
+    batch_sharding = sharding_lib.batch_sharding(mesh)
+    place = lambda batch: sharding_lib.put_batch(batch, batch_sharding)
+    logging.info("mesh %s, parameters sharded by the %r rule", dict(mesh.shape),
+                 config.mesh.get("params", "logical"))
+  logging.info("model: %s, %d parameters", cfg, model_lib.count_params(model))
+  train_step, eval_step = make_steps(config, state_shardings)
+
+  # Checkpoints: restore the latest if there is one.
+  t = config.train
+  ckpt = Checkpoints(rd.file(restore.CHECKPOINTS), max_to_keep=t.keep_checkpoints,
+                     save_interval_steps=t.checkpoint_every)
+  step = ckpt.latest_step() or 0
+  if step:
+    restored = ckpt.restore(step, {"params": nnx.state(model, nnx.Param),
+                                   "optimizer": nnx.state(optimizer), "data": Json()})
+    nnx.update(model, restored["params"])
+    nnx.update(optimizer, restored["optimizer"])
+    train_iter.set_state(restored["data"])
+    logging.info("resumed from step %d", step)
+    dropped = rd.truncate_metrics(step)
+    if dropped:
+      logging.info("metrics.jsonl: dropped %d records past step %d", dropped, step)
+
+  def save(step: int) -> None:
+    ckpt.save(step, {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer),
+                     "data": Json(train_iter.get_state())}, force=True, wait=False)
+
+  base_key = jax.random.key(config.seed)  # noising and stage sampling
+  # Dropout masks from XLA's RngBitGenerator: threefry masks cost ~25% of a CPU training step.
+  dropout_key = jax.random.key(config.seed, impl="rbg")
+  schedule = optim.learning_rate_schedule(t)
+  last: dict[str, Any] = {}
+  sums, n_sum, t_start = {}, 0, time.time()
+  stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
+  with tqdm.tqdm(total=t.num_train_steps, initial=step, desc="padir", unit="step",
+                 disable=not t.progress_bar or jax.process_index() != 0) as bar:
+    while step < stop_at:
+      batch = place(next(train_iter))
+      model.train()
+      metrics = train_step(model, optimizer, batch, jax.random.fold_in(base_key, step),
+                           jax.random.fold_in(dropout_key, step))
+      step += 1
+      bar.update(1)
+      for k, v in metrics.items():
+        sums[k] = sums.get(k, 0.0) + v
+      n_sum += 1
+      if step % t.log_every == 0 or step == stop_at:
+        record = {**{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
+                  "learning_rate": float(schedule(step - 1)),
+                  "steps_per_second": n_sum / (time.time() - t_start)}
+        if not np.isfinite(record["train_loss"]):
+          raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
+        bar.set_postfix(loss=f"{record['train_loss']:.3f}")
+        rd.log_metrics(step, record)
+        last.update(step=step, **record)
+        sums, n_sum, t_start = {}, 0, time.time()
+      if step % t.eval_every == 0 or step == t.num_train_steps:
+        model.eval()
+        record = evaluate.validation_loss(eval_step, model, sources["valid"], tok, config, place)
+        if config.decode.num_examples > 0:
+          record.update(evaluate.validation_translation(model, sources["valid"], tok, config))
+        rd.log_metrics(step, record)
+        last.update(step=step, **record)
+      if step % t.checkpoint_every == 0 or step == stop_at:
+        save(step)
+  ckpt.close()
+  if rd.writer:
+    try:  # the figure and report are a convenience: a failure must not fail a finished run
+      curves.write_report(rd)
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("could not write %s/report.md and curves.png: %s", rd.path, e)
+  return last
