@@ -62,8 +62,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048
   config.train.num_train_steps = 1_000  # ~35 minutes on 2 CPU cores; paper: 500k
-  # >0: stop (with a checkpoint) there; 0: the end. The run directory refuses a rerun with
-  # another value (like any changed key): a killed run resumes when the same command is rerun.
+  # >0: stop (with a checkpoint) there; 0: the end. A rerun with a later value (or 0) in the
+  # same workdir continues the run (a resumable key: padir.training.RESUMABLE_KEYS).
   config.train.stop_at_step = 0
   config.train.warmup_steps = 100  # paper: 10k
   config.train.peak_lr = 3e-3

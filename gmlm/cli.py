@@ -5,7 +5,8 @@
 
 A config names its job by module (`config.job = "glauber.jobs.sample"`); the module defines
 `ENTRY_POINT` ("sample.py" or "train.py"), `run(config, workdir)` and optionally
-`validate(config)`. Before anything is loaded or written, the entry point checks that the job
+`validate(config)` (and `RESUMABLE_KEYS`, the config keys that may change between the legs of
+one run). Before anything is loaded or written, the entry point checks that the job
 is one of its own, validates the whole config and checks the run directory
 (`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2.
 """
@@ -80,7 +81,7 @@ def prepare(config: Any, workdir: str, entry: str):
   validate = getattr(module, "validate", None)
   if validate is not None:
     validate(config)
-  runs.check_workdir(workdir, config)
+  runs.check_workdir(workdir, config, getattr(module, "RESUMABLE_KEYS", ()))
   return module
 
 

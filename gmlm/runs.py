@@ -8,7 +8,8 @@ A run directory holds `config.json` (the resolved config), `results.json` (the f
 reports), `metrics.jsonl` (streamed per-step metrics), PNG figures and `report.md`. Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
-written (`check_workdir`), whether or not that run finished: resuming runs the same config.
+written (`check_workdir`), whether or not that run finished: resuming runs the same config,
+except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at).
 """
 
 from __future__ import annotations
@@ -65,9 +66,26 @@ def dumps(x: Any) -> str:
   return json.dumps(_to_jsonable(x), indent=2, sort_keys=True) + "\n"
 
 
-def check_workdir(workdir: str | os.PathLike, config: Any) -> None:
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+  if not isinstance(tree, dict):
+    return {prefix: tree}
+  out = {}
+  for k, v in tree.items():
+    out.update(_flat(v, f"{prefix}{k}."))
+  return out or {prefix: {}}
+
+
+def differing_keys(old: Any, new: Any) -> list[str]:
+  """The dotted keys whose values differ between two JSON-able configs."""
+  a, b = _flat(json.loads(dumps(old))), _flat(json.loads(dumps(new)))
+  return sorted(k.rstrip(".") for k in set(a) | set(b) if a.get(k, a) != b.get(k, b))
+
+
+def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()
+                  ) -> None:
   """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
-  holds a run of a different config (finished or not). Writes nothing."""
+  holds a run of a different config (finished or not). Keys in `resumable` (e.g. a step to stop
+  at) may differ between the legs of one run. Writes nothing."""
   path = Path(workdir)
   if path.exists() and not path.is_dir():
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
@@ -75,14 +93,16 @@ def check_workdir(workdir: str | os.PathLike, config: Any) -> None:
   if not old.is_file():
     return
   try:
-    same = json.loads(old.read_text(encoding="utf-8")) == json.loads(dumps(config))
+    differ = differing_keys(json.loads(old.read_text(encoding="utf-8")), config)
   except ValueError:
-    same = False
-  if not same:
+    differ = ["(unreadable config.json)"]
+  differ = [k for k in differ if k not in resumable]
+  if differ:
+    shown = ", ".join(differ[:4]) + (", ..." if len(differ) > 4 else "")
     raise UserError(
-        f"--workdir {path} holds a run of a different config (see {old}); resuming it with this "
-        "config would mix two runs. Use a fresh --workdir, or rerun with the config in "
-        f"{old} to resume that run.")
+        f"--workdir {path} holds a run of a different config ({shown} differ; see {old}); "
+        "resuming it with this config would mix two runs. Use a fresh --workdir, or rerun with "
+        f"the config in {old} to resume that run.")
 
 
 class RunDir:
@@ -92,18 +112,20 @@ class RunDir:
   no TensorFlow). Only process 0 of a multi-process run writes (`writer`)."""
 
   def __init__(self, workdir: str | os.PathLike, config: Any = None, *, tensorboard: bool = False,
-               writer: bool = True):
+               writer: bool = True, resumable: tuple[str, ...] = ()):
     self.path = Path(workdir)
     self.writer = writer
     if config is not None:
-      check_workdir(self.path, config)
+      check_workdir(self.path, config, resumable)
     elif self.path.exists() and not self.path.is_dir():
       raise UserError(f"--workdir {self.path} exists and is not a directory; pick another path.")
     self._tb = None
     if not writer:
       return
     self.path.mkdir(parents=True, exist_ok=True)
-    if config is not None and not (self.path / CONFIG).is_file():
+    new = config is not None and (not (self.path / CONFIG).is_file() or differing_keys(
+        self.read_json(CONFIG), config))
+    if new:  # a new run, or a new leg of one that changed only resumable keys
       atomic_write_text(self.path / CONFIG, dumps(config))
     if tensorboard:
       from tensorboardX import SummaryWriter

@@ -123,12 +123,17 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "distributed", ("auto", "on", "off"))
 
 
+# Keys that may change between the legs of one run: stop at step s, rerun with a later s.
+RESUMABLE_KEYS = ("train.stop_at_step", "train.progress_bar")
+
+
 def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
   """Joins the processes of a multi-host run (config.distributed, before any other JAX call),
   then opens the run directory: the config guard, config.json, metrics.jsonl and TensorBoard
   scalars in tb/ (`tensorboard --logdir WORKDIR/tb`), written by process 0 only."""
   mesh_lib.initialize_distributed(config.get("distributed", "auto"))
-  return RunDir(workdir, config, tensorboard=True, writer=jax.process_index() == 0)
+  return RunDir(workdir, config, tensorboard=True, writer=jax.process_index() == 0,
+                resumable=RESUMABLE_KEYS)
 
 
 def loss_fn(model: model_lib.Transformer, batch: dict[str, jax.Array], key: jax.Array,

@@ -18,6 +18,7 @@ from padir import restore
 from padir import training
 
 ENTRY_POINT = "train.py"
+RESUMABLE_KEYS = training.RESUMABLE_KEYS
 
 
 def validate(config: ml_collections.ConfigDict) -> None:

@@ -13,6 +13,7 @@ import ml_collections
 from padir import training
 
 ENTRY_POINT = "train.py"
+RESUMABLE_KEYS = training.RESUMABLE_KEYS
 
 
 def validate(config: ml_collections.ConfigDict) -> None:

@@ -93,3 +93,15 @@ def test_savefig_writes_atomically_and_closes_the_figure(tmp_path):
   ax.plot([0, 1], [0, 1])
   p = RunDir(tmp_path).savefig(fig, "f.png")
   assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plt.get_fignums()
+
+
+def test_resumable_keys_may_change_between_the_legs_of_one_run(tmp_path):
+  first = {"train": {"steps": 100, "stop_at_step": 40}, "seed": 0}
+  RunDir(tmp_path, first, resumable=("train.stop_at_step",))
+  later = {"train": {"steps": 100, "stop_at_step": 80}, "seed": 0}
+  with pytest.raises(UserError, match=r"\(train.stop_at_step differ"):
+    check_workdir(tmp_path, later)                       # not declared resumable: refused
+  RunDir(tmp_path, later, resumable=("train.stop_at_step",))
+  assert json.loads((tmp_path / "config.json").read_text()) == later  # records the last leg
+  with pytest.raises(UserError, match=r"\(seed differ"):
+    RunDir(tmp_path, {**later, "seed": 1}, resumable=("train.stop_at_step",))
