@@ -147,8 +147,8 @@ def _report(config, results: dict) -> str:
         z = (emp["mean"] - e["trace_sigma"][m]) / emp["sem"]
         rows.append([k, m, e["trace_sigma"][m], f"{emp['mean']:.4g} ± {2 * emp['sem']:.2g}",
                      f"{z:+.2f}", e["poincare_constant"], e["theorem2"]["trace_bound"],
-                     float(e["rel_eigs"][m][-1]), f"{e['theorem2_margin'][m]:.3g}",
-                     f"{e['theorem1_min_eig'][m]:.3g}" if m in e["theorem1_min_eig"] else "-"])
+                     float(e["rel_eigs"][m][-1]), e["theorem2_margin"][m],  # round-off: 0
+                     e["theorem1_min_eig"].get(m, "-")])
     report.append(markdown_table(
         ["k", "masks", "Tr Sigma_k", "n E err^2 (±2se)", "z", "C_k", "C_k Tr I^-1",
          "max eig I^1/2 Sigma I^1/2", "min eig(C_k I^-1 - Sigma_k)",
