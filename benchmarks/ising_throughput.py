@@ -113,12 +113,6 @@ def best_time(run: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 # ----------------------------------------------------------------------------- numpy sampler
 
-def block_configs_np(k: int) -> np.ndarray:
-  """All 2^k block configurations, float32[2^k, k] (bit a of c <-> spin a), as ours."""
-  c_C1 = np.arange(2 ** k)[:, None]
-  return (2 * ((c_C1 >> np.arange(k)[None, :]) & 1) - 1).astype(np.float32)
-
-
 class NumpyGibbs:
   """Vectorized numpy k-Gibbs (k = 1: Glauber) on all chains at once, float32 throughout."""
 
@@ -173,7 +167,8 @@ class NumpyGibbs:
       for _ in range(num_steps):
         self.glauber_step(x_BN, offsets_B, J_buf_BN)
     else:
-      y_CK = block_configs_np(k)
+      from ising.model import block_configs  # bit a of c <-> spin a, as ours
+      y_CK = block_configs(k).astype(np.float32)
       self.y_KC = np.ascontiguousarray(y_CK.T)
       yy_CP = np.einsum("ck,cl->ckl", y_CK, y_CK).reshape(-1, k * k)
       for _ in range(num_steps):
@@ -187,6 +182,7 @@ class NumpyGibbs:
 def run_ours(spec: ModelSpec, ks: list[int], repeats: int) -> list[dict]:
   import jax
   import jax.numpy as jnp
+
   from ising import model as ising_model
   from ising import samplers
 

@@ -4,9 +4,35 @@ Models (`ising.model`), samplers as block dynamics over the exact conditional or
 (`ising.samplers`: k-Gibbs, Glauber = 1-Gibbs, the independent parallel sampler), exact
 transition matrices, stationary laws, spectral gaps and hitting-time laws by enumeration
 (`ising.exact`), k-pseudolikelihood fitting (`ising.pseudolikelihood`) and its exact asymptotic
-covariances (`ising.asymptotics`), and the experiments run by `sample.py` / `train.py`.
+covariances (`ising.asymptotics`), the k-MPLE experiments' measurements (`ising.mple`), and the
+jobs run by `sample.py` / `train.py` (`ising.jobs`).
+
+Shape letters (array names end in their axes, `x_BN`; one meaning each inside `ising/`):
+
+  B  the batch: chains, or the samples of a data set
+  N  sites of the model
+  K  sites of a block (block size k)
+  L  a block's sites again, for pairs inside it (JKK_BKL)
+  C  configurations of a block, 2^k
+  P  pairs of a block's sites, k^2
+  M  blocks (all C(N, k) k-subsets)
+  R  distinct sample rows (a data set compressed for fitting)
+  S  states of the model, 2^N
+  T  time steps 0..budget
+  D  parameters theta = (h, J_i<j)
+  E  parameters, a second axis (covariances [D, E])
+  W  random words per chain (gmlm.core.randbits)
+
+Names that follow the paper are math, not shapes: the clique C and |C|, the Poincare constant
+C_k, the transition matrix P, the mask law p_K, x_K and x_-K (x on and off the block K).
 """
 
+from ising.asymptotics import (
+    fisher_information,
+    kmple_asymptotics,
+    theorem2_check,
+    weighted_asymptotics,
+)
 from ising.exact import (
     detailed_balance_residual,
     hitting_time_survival,
@@ -28,7 +54,6 @@ from ising.model import (
     log_potential,
     state_index,
 )
-from ising.asymptotics import fisher_information, kmple_asymptotics, theorem2_check, weighted_asymptotics
 from ising.pseudolikelihood import (
     MASK_MODES,
     FitResult,

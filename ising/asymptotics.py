@@ -22,7 +22,14 @@ from typing import Sequence
 import numpy as np
 
 from ising.exact import poincare_constant
-from ising.model import Ising, all_states, blocks, check_block_size, check_enumerable, exact_distribution
+from ising.model import (
+  Ising,
+  all_states,
+  blocks,
+  check_block_size,
+  check_enumerable,
+  exact_distribution,
+)
 from ising.pseudolikelihood import check_masks, sufficient_statistics
 
 MAX_ASYMPTOTICS_N = 12

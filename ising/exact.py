@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ising.model import Ising, all_states, blocks, check_enumerable, exact_distribution, numpy_params
+from ising.model import (
+  Ising,
+  all_states,
+  blocks,
+  check_enumerable,
+  exact_distribution,
+  numpy_params,
+)
 
 MAX_DENSE_N = 12  # 2^12 x 2^12 float64 = 128 MiB
 

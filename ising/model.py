@@ -95,12 +95,18 @@ def check_enumerable(n: int, limit: int = MAX_ENUMERATION_N) -> None:
                      "Use the samplers for larger models.")
 
 
+def block_configs(k: int) -> np.ndarray:
+  """All 2^k spin configurations of k sites as int8[C = 2^k, k] in {-1,+1}, row c having
+  spin a = +1 iff bit a of c is set (the state indexing above, for a block or a whole model)."""
+  c_C = np.arange(2 ** k, dtype=np.int64)
+  bits_CK = (c_C[:, None] >> np.arange(k)[None, :]) & 1
+  return (2 * bits_CK - 1).astype(np.int8)
+
+
 def all_states(n: int, limit: int = MAX_ENUMERATION_N) -> np.ndarray:
   """All 2^n states as int8[2^n, n] in {-1,+1}, row s having x_i = +1 iff bit i of s is set."""
   check_enumerable(n, limit)
-  s = np.arange(2 ** n, dtype=np.int64)
-  bits = (s[:, None] >> np.arange(n)[None, :]) & 1
-  return (2 * bits - 1).astype(np.int8)
+  return block_configs(n)
 
 
 def state_index(x_BN) -> np.ndarray:

@@ -23,7 +23,6 @@ population loss and minimizer; their asymptotic variances differ (see ising.asym
 from __future__ import annotations
 
 import functools
-import itertools
 from typing import Callable, Sequence
 
 import flax
@@ -31,7 +30,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ising.model import Ising, all_states, blocks, check_block_size, exact_log_potentials
+from ising.model import (
+  Ising,
+  all_states,
+  block_configs,
+  blocks,
+  check_block_size,
+  exact_log_potentials,
+)
 
 MASK_MODES = ("sampled", "all")
 
@@ -104,35 +110,33 @@ def block_array(n: int, k: int) -> np.ndarray:
   return np.asarray(blocks(n, k), np.int32).reshape(-1, k)
 
 
-def block_configs(k: int) -> np.ndarray:
-  """All 2^k configurations of a block as float32[C, k] in {-1,+1}."""
-  return np.asarray(list(itertools.product((-1.0, 1.0), repeat=k)), np.float32).reshape(-1, k)
-
-
 # ----------------------------------------------------------------------------- losses
 
-def log_conditional(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_Bk: jnp.ndarray) -> jnp.ndarray:
-  """log p_theta(x_K | x_-K) [B] for row b's own block K_Bk[b] (exact, 2^k terms)."""
-  n, k = x_BN.shape[1], K_Bk.shape[1]
+def log_conditional(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray) -> jnp.ndarray:
+  """log p_theta(x_K | x_-K) [B] for row b's own block K_BK[b] (exact, 2^k terms)."""
+  n, k = x_BN.shape[1], K_BK.shape[1]
   h_N, J_NN = unpack(theta_D, n)
   x_BN = x_BN.astype(theta_D.dtype)
   f_BN = h_N + 2.0 * jnp.einsum("bm,nm->bn", x_BN, J_NN)
-  xK_Bk = jnp.take_along_axis(x_BN, K_Bk, axis=1)
-  fK_Bk = jnp.take_along_axis(f_BN, K_Bk, axis=1)
-  JKK_Bkl = J_NN[K_Bk[:, :, None], K_Bk[:, None, :]]
-  g_Bk = fK_Bk - 2.0 * jnp.einsum("bkl,bl->bk", JKK_Bkl, xK_Bk)
-  c_Ck = jnp.asarray(block_configs(k), theta_D.dtype)
-  e_BC = jnp.einsum("bk,ck->bc", g_Bk, c_Ck) + jnp.einsum("ck,bkl,cl->bc", c_Ck, JKK_Bkl, c_Ck)
-  e_B = jnp.einsum("bk,bk->b", g_Bk, xK_Bk) + jnp.einsum("bk,bkl,bl->b", xK_Bk, JKK_Bkl, xK_Bk)
+  xK_BK = jnp.take_along_axis(x_BN, K_BK, axis=1)
+  fK_BK = jnp.take_along_axis(f_BN, K_BK, axis=1)
+  JKK_BKL = J_NN[K_BK[:, :, None], K_BK[:, None, :]]
+  g_BK = fK_BK - 2.0 * jnp.einsum("bkl,bl->bk", JKK_BKL, xK_BK)
+  # Columns reversed: the 2^k terms in lexicographic order (first site slowest), the order in
+  # which the fits were first run; the logsumexp is order-free, its float32 round-off is not.
+  c_CK = jnp.asarray(block_configs(k)[:, ::-1], theta_D.dtype)
+  e_BC = jnp.einsum("bk,ck->bc", g_BK, c_CK) + jnp.einsum("ck,bkl,cl->bc", c_CK, JKK_BKL, c_CK)
+  e_B = jnp.einsum("bk,bk->b", g_BK, xK_BK) + jnp.einsum("bk,bkl,bl->b", xK_BK, JKK_BKL, xK_BK)
   return e_B - jax.nn.logsumexp(e_BC, axis=1)
 
 
 def all_block_log_conditionals(theta_D: jnp.ndarray, x_BN: jnp.ndarray,
-                               blocks_Mk: jnp.ndarray) -> jnp.ndarray:
-  """log p_theta(x_K | x_-K) [B, M] for every sample b and every block K = blocks_Mk[m]."""
+                               blocks_MK: jnp.ndarray) -> jnp.ndarray:
+  """log p_theta(x_K | x_-K) [B, M] for every sample b and every block K = blocks_MK[m]."""
   B = x_BN.shape[0]
-  per_block = lambda K_k: log_conditional(theta_D, x_BN, jnp.broadcast_to(K_k, (B, K_k.shape[0])))
-  return jax.vmap(per_block, out_axes=1)(blocks_Mk)
+  per_block = lambda block_K: log_conditional(theta_D, x_BN,
+                                              jnp.broadcast_to(block_K, (B, block_K.shape[0])))
+  return jax.vmap(per_block, out_axes=1)(blocks_MK)
 
 
 def _mean(v_B: jnp.ndarray, w_B: jnp.ndarray | None) -> jnp.ndarray:
@@ -160,8 +164,8 @@ def weighted_pl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, block_list: Sequen
     by_size.setdefault(len(K), []).append(m)
   loss_B = 0.0
   for ms in by_size.values():
-    blocks_Mk = jnp.asarray([list(block_list[m]) for m in ms], jnp.int32)
-    logp_BM = all_block_log_conditionals(theta_D, x_BN, blocks_Mk)
+    blocks_MK = jnp.asarray([list(block_list[m]) for m in ms], jnp.int32)
+    logp_BM = all_block_log_conditionals(theta_D, x_BN, blocks_MK)
     loss_B = loss_B - jnp.einsum("bm,m->b", logp_BM, jnp.asarray(p[ms], theta_D.dtype))
   return _mean(loss_B, w_B)
 
@@ -174,16 +178,16 @@ def kpl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, k: int,
   return _mean(-jnp.mean(logp_BM, axis=1), w_B)
 
 
-def sampled_kpl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_Bk: jnp.ndarray,
+def sampled_kpl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray,
                      w_B: jnp.ndarray | None = None) -> jnp.ndarray:
   """Definition 2/3 with one mask per sample: mean_b -log p_theta(x_{b,K_b} | x_{b,-K_b})."""
-  return _mean(-log_conditional(theta_D, x_BN, K_Bk), w_B)
+  return _mean(-log_conditional(theta_D, x_BN, K_BK), w_B)
 
 
 def sample_masks(key: jax.Array, num: int, n: int, k: int) -> jnp.ndarray:
   """K_b ~ Unif{K : |K| = k}, i.i.d. for b < num, as int32[num, k] (Definition 3's p_K)."""
-  blocks_Mk = jnp.asarray(block_array(n, k))
-  return blocks_Mk[jax.random.randint(key, (num,), 0, blocks_Mk.shape[0])]
+  blocks_MK = jnp.asarray(block_array(n, k))
+  return blocks_MK[jax.random.randint(key, (num,), 0, blocks_MK.shape[0])]
 
 
 # ----------------------------------------------------------------------------- Newton
@@ -246,11 +250,11 @@ def newton_minimize(loss_fn: Callable[[jnp.ndarray], jnp.ndarray], theta0_D: jnp
   return FitResult(theta=theta, loss=f, grad_norm=gnorm, num_iter=it, converged=gnorm <= grad_tol)
 
 
-def table_loss(theta_D: jnp.ndarray, x_RN: jnp.ndarray, blocks_Mk: jnp.ndarray,
+def table_loss(theta_D: jnp.ndarray, x_RN: jnp.ndarray, blocks_MK: jnp.ndarray,
                w_RM: jnp.ndarray) -> jnp.ndarray:
   """sum_{r,m} w[r,m] (-log p_theta(x_{r,K_m} | x_{r,-K_m})) / sum w: any empirical law of
   (sample, mask) pairs, compressed to distinct rows x_RN and their block counts w_RM."""
-  logp_RM = all_block_log_conditionals(theta_D, x_RN, blocks_Mk)
+  logp_RM = all_block_log_conditionals(theta_D, x_RN, blocks_MK)
   return -jnp.einsum("rm,rm->", logp_RM, w_RM) / jnp.sum(w_RM)
 
 
@@ -283,8 +287,8 @@ def mask_table(samples_BN, k: int, masks: str, key: jax.Array | None) -> tuple[n
 def _fit_table(x_RN: jnp.ndarray, w_RM: jnp.ndarray, *, k: int, max_iter: int,
                grad_tol: float) -> FitResult:
   n = x_RN.shape[1]
-  blocks_Mk = jnp.asarray(block_array(n, k))
-  loss_fn = lambda theta: table_loss(theta, x_RN, blocks_Mk, w_RM)
+  blocks_MK = jnp.asarray(block_array(n, k))
+  loss_fn = lambda theta: table_loss(theta, x_RN, blocks_MK, w_RM)
   return newton_minimize(loss_fn, jnp.zeros((num_params(n),), jnp.float32), max_iter=max_iter,
                          grad_tol=grad_tol)
 
@@ -331,7 +335,7 @@ def exact_samples(key: jax.Array, model: Ising, num: int) -> jnp.ndarray:
 
 __all__ = [
     "MASK_MODES", "FitResult", "num_params", "to_theta", "from_theta", "unpack",
-    "sufficient_statistics", "check_samples", "block_array", "block_configs", "log_conditional",
+    "sufficient_statistics", "check_samples", "block_array", "log_conditional",
     "all_block_log_conditionals", "weighted_pl_loss", "kpl_loss", "sampled_kpl_loss",
     "sample_masks", "table_loss", "mask_table", "newton_minimize", "fit_kmple",
     "fit_weighted_mple", "exact_samples",

@@ -14,22 +14,16 @@ from typing import Callable, Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 
 from gmlm.core import blocks, draws, randbits
-from ising.model import Ising, check_block_size
+from gmlm.core.mesh import batch_sharding, constrain
+from ising.model import Ising, block_configs, check_block_size
 
 Method = Literal["gibbs", "parallel"]
 METHODS = ("gibbs", "parallel")
 SPIN_VALUES = jnp.array([-1, 1], jnp.int8)
 MAX_SEQUENTIAL_BLOCK = 8  # larger blocks: top-k of N uniforms (O(k^2) sequential draws cost more)
-
-
-def block_configs(k: int) -> jax.Array:
-  """All 2^k spin configurations of a block, int8[2^k, k] (bit a of c <-> spin a)."""
-  c = np.arange(2 ** k)[:, None]
-  return jnp.asarray(2 * ((c >> np.arange(k)[None, :]) & 1) - 1, jnp.int8)
 
 
 def block_logits(model: Ising, x_BN: jax.Array, sites_BK: jax.Array, configs_CK: jax.Array):
@@ -80,7 +74,7 @@ def make_step(method: Method, k: int, n: int) -> Callable:
   """One step x_t -> x_{t+1} as a pure function step(key, model, x_BN)."""
   if method == "gibbs":
     check_block_size(n, k)
-    configs_CK = block_configs(k)
+    configs_CK = jnp.asarray(block_configs(k))
 
     if n < randbits.MAX_WORD_INDEX_RANGE and k <= MAX_SEQUENTIAL_BLOCK:
       # All of a step's randomness from one array of words: k site draws without replacement
@@ -165,31 +159,17 @@ def _codec(method: Method, k: int, model: Ising):
           lambda x, c: jnp.all(x[:, :c] == 1, axis=1))
 
 
-def _carry_sharding(sharding: NamedSharding | None, ndim: int) -> NamedSharding | None:
-  if sharding is None:
-    return None
-  return NamedSharding(sharding.mesh, P(*sharding.spec[:1], *([None] * (ndim - 1))))
-
-
-def chain_sharding(mesh: Mesh | None, axis: str = "data") -> NamedSharding | None:
-  return None if mesh is None else NamedSharding(mesh, P(axis, None))
-
-
-def _constrain(x, sharding):
-  return x if sharding is None else jax.lax.with_sharding_constraint(x, sharding)
-
-
-@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "sharding"))
-def _run(key, model, x0_BN, start_step, *, num_steps, method, k, sharding):
+@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "mesh"))
+def _run(key, model, x0_BN, start_step, *, num_steps, method, k, mesh):
   encode, step, decode, _ = _codec(method, k, model)
   c0 = encode(x0_BN)
-  carry_sharding = _carry_sharding(sharding, c0.ndim)
+  carry_sharding = batch_sharding(mesh, c0.ndim)  # chains over "data", whatever the encoding
 
   def body(c, t):
-    return _constrain(step(blocks.step_key(key, t), c), carry_sharding), None
+    return constrain(step(blocks.step_key(key, t), c), carry_sharding), None
 
-  c, _ = jax.lax.scan(body, _constrain(c0, carry_sharding), start_step + jnp.arange(num_steps))
-  return _constrain(decode(c), sharding)
+  c, _ = jax.lax.scan(body, constrain(c0, carry_sharding), start_step + jnp.arange(num_steps))
+  return constrain(decode(c), batch_sharding(mesh, 2))
 
 
 def sample(key: jax.Array, model: Ising, x0_BN, num_steps: int, *, method: Method = "gibbs",
@@ -203,27 +183,26 @@ def sample(key: jax.Array, model: Ising, x0_BN, num_steps: int, *, method: Metho
   if num_steps < 0:
     raise ValueError(f"num_steps must be >= 0, got {num_steps}")
   make_step(method, k, model.n)  # validates method and k eagerly
-  sharding = chain_sharding(mesh)
-  if sharding is not None:
-    x0_BN = jax.device_put(x0_BN, sharding)
+  if mesh is not None:
+    x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
   return _run(key, model, x0_BN, jnp.int32(start_step), num_steps=num_steps, method=method, k=k,
-              sharding=sharding)
+              mesh=mesh)
 
 
-@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "sharding"))
-def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, sharding):
+@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "mesh"))
+def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, mesh):
   encode, step, _, clique_up = _codec(method, k, model)
   c0 = encode(x0_BN)
-  carry_sharding = _carry_sharding(sharding, c0.ndim)
+  carry_sharding = batch_sharding(mesh, c0.ndim)
 
   def body(carry, t):
     c, hit_B = carry
-    c = _constrain(step(blocks.step_key(key, t), c), carry_sharding)
+    c = constrain(step(blocks.step_key(key, t), c), carry_sharding)
     hit_B = jnp.where((hit_B < 0) & clique_up(c, clique_size), t + 1, hit_B)
     return (c, hit_B), None
 
   hit0_B = jnp.full(x0_BN.shape[:1], -1, jnp.int32)
-  (_, hit_B), _ = jax.lax.scan(body, (_constrain(c0, carry_sharding), hit0_B), jnp.arange(num_steps))
+  (_, hit_B), _ = jax.lax.scan(body, (constrain(c0, carry_sharding), hit0_B), jnp.arange(num_steps))
   return hit_B
 
 
@@ -237,11 +216,10 @@ def hitting_times_to_mode(key: jax.Array, model: Ising, x0_BN, clique_size: int,
   if not 1 <= clique_size <= model.n:
     raise ValueError(f"clique_size must be in [1, N={model.n}], got {clique_size}")
   make_step(method, k, model.n)
-  sharding = chain_sharding(mesh)
-  if sharding is not None:
-    x0_BN = jax.device_put(x0_BN, sharding)
+  if mesh is not None:
+    x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
   return _hitting(key, model, x0_BN, num_steps=num_steps, method=method, k=k,
-                  clique_size=clique_size, sharding=sharding)
+                  clique_size=clique_size, mesh=mesh)
 
 
 def random_states(key: jax.Array, num_chains: int, n: int) -> jax.Array:
@@ -251,7 +229,7 @@ def random_states(key: jax.Array, num_chains: int, n: int) -> jax.Array:
 
 
 def mode_states(num_chains: int, n: int, clique_size: int, sign: int, key: jax.Array | None = None):
-  """States in R_sign: clique spins fixed to `sign`, the others uniform (or all `sign` if no key)."""
+  """States in R_sign: clique spins fixed to `sign`, the others uniform (all `sign` if no key)."""
   if num_chains < 1:
     raise ValueError(f"num_chains must be >= 1, got {num_chains}")
   if key is None:

@@ -2,10 +2,9 @@
 
 import itertools
 
+import ising_helpers
 import numpy as np
 import pytest
-
-import ising_helpers
 
 from ising import exact
 from ising.model import all_states, clique_model, exact_distribution, ising, log_potential

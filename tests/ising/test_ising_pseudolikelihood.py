@@ -16,7 +16,14 @@ from scipy.special import logsumexp
 from ising import asymptotics as asy
 from ising import pseudolikelihood as pl
 from ising.exact import poincare_constant
-from ising.model import all_states, clique_model, exact_distribution, ising, log_potential, state_index
+from ising.model import (
+  all_states,
+  clique_model,
+  exact_distribution,
+  ising,
+  log_potential,
+  state_index,
+)
 
 
 def random_model(rng, n, field=0.5, coupling=0.4):
@@ -262,17 +269,17 @@ def test_bad_inputs_raise_value_error_naming_the_value():
 
 def _tiny(job):
   c = ml_collections.ConfigDict()
-  c.job = f"ising.mple_experiments:{job}"
+  c.job = f"ising.jobs.{job}"
   c.n_sites, c.field, c.couplings, c.ks = 3, 0.0, (0.2,), (1, 3)
   c.masks, c.seed, c.quick, c.repetitions = "sampled,all", 0, False, 2
   return c
 
 
 def test_error_vs_samples_job_writes_run_directory(tmp_path):
-  from ising.jobs.mple import error_vs_samples
-  c = _tiny("error_vs_samples")
+  from ising.jobs import mple_error
+  c = _tiny("mple_error")
   c.sample_sizes = (100, 400)
-  error_vs_samples(c, str(tmp_path))
+  mple_error.run(c, str(tmp_path))
   for f in ("config.json", "results.json", "report.md", "error_vs_samples_J0.2.png"):
     assert (tmp_path / f).exists(), f
   res = json.loads((tmp_path / "results.json").read_text())
@@ -282,10 +289,10 @@ def test_error_vs_samples_job_writes_run_directory(tmp_path):
 
 
 def test_asymptotics_job_writes_run_directory(tmp_path):
-  from ising.jobs.mple import asymptotics
-  c = _tiny("asymptotics")
+  from ising.jobs import mple_asymptotics
+  c = _tiny("mple_asymptotics")
   c.n_large, c.random_models = 400, 2
-  asymptotics(c, str(tmp_path))
+  mple_asymptotics.run(c, str(tmp_path))
   for f in ("config.json", "results.json", "report.md", "asymptotic_traces.png",
             "theorem2_eigenvalues.png"):
     assert (tmp_path / f).exists(), f

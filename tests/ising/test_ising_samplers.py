@@ -2,21 +2,16 @@
 Proposition 5, reproducibility across resumes and device counts, and input validation."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_on_devices
 from ising_helpers import random_model
 
 from ising import exact, samplers
 from ising.model import all_states, clique_model, exact_distribution, ising, state_index
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def empirical(x_BN, n):
@@ -149,11 +144,8 @@ json.dump(out, open(sys.argv[1], "w"))
 
 
 def run_with_devices(num_devices, out_path):
-  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
-             JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-  subprocess.run([sys.executable, "-c", SHARDED_SCRIPT, str(out_path)], check=True, env=env,
-                 cwd=ROOT, timeout=300)
-  return json.loads(Path(out_path).read_text())
+  run_on_devices(SHARDED_SCRIPT, num_devices, str(out_path))
+  return json.loads(out_path.read_text())
 
 
 def test_same_key_same_chains_on_one_or_eight_devices(tmp_path):
@@ -196,7 +188,7 @@ def test_bad_model_and_chain_inputs_raise_clear_errors():
 def test_unrolled_threefry_is_bitwise_jax_threefry():
   from jax.extend.random import threefry_2x32
 
-  from gmlm.core import blocks, draws, randbits
+  from gmlm.core import randbits
   for seed, size in [(0, 1), (42, 1001), (7, 65536)]:
     key = jax.random.key(seed)
     half = (size + 1) // 2
