@@ -38,7 +38,6 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import math
 import os
 import pathlib
 import re
@@ -109,13 +108,14 @@ TINY = Sizes(
              d_model=32, d_ff=64, max_source_length=12, max_target_length=12),
   padir_batch=4, padir_length=12, latency_calls=5, min_seconds=0.0,
   shares_s={name: 900 for name in SECTIONS},   # the smoke test runs every size
-  pytest_args=("-k", "bert_parity or ising_exactness"),
+  pytest_args=("-k", "parity_highest or ising_exactness"),
   padir_precisions=("float32",))   # matmul precision changes nothing on CPU
 
 
 def load_benchmark(name: str):
   """A sibling benchmark script as a module (benchmarks/ is not a package)."""
-  spec = importlib.util.spec_from_file_location(f"_bench_{name}", REPO / "benchmarks" / f"{name}.py")
+  path = REPO / "benchmarks" / f"{name}.py"
+  spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
   module = importlib.util.module_from_spec(spec)
   sys.modules[spec.name] = module   # dataclasses look their module up there
   spec.loader.exec_module(module)
@@ -195,7 +195,8 @@ def section_tests(ctx: Context, s: Section) -> None:
     s.notes.append("pytest ran past this section's time share and was stopped")
   counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
   summary = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", ln)]
-  for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary[-1] if summary else ""):
+  last = summary[-1] if summary else ""
+  for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last):
     counts[word.rstrip("s") if word.startswith("error") else word] += int(n)
   for ln in out.splitlines():
     if ln.startswith(("FAILED", "ERROR")):
@@ -235,6 +236,7 @@ def bert_model(config: dict, dtype: str, seed: int = 0, trap: bool = False):
   TRAP by TRAP_BIAS."""
   import jax
   from flax import nnx
+
   from gmlm import nn as gm
   d = dtype_of(dtype)
   model = gm.from_config(config, rngs=nnx.Rngs(seed))
@@ -258,6 +260,7 @@ def forward_rate(ctx: Context, model, dtype: str, B: int, L: int) -> tuple[float
   """(compile s, steady s per call) of masked_logits at one row per sequence."""
   import jax
   import jax.numpy as jnp
+
   from gmlm import nn as gm
   tokens = jnp.asarray(sequences(B, L, model.config.vocab_size, B))
   positions = jnp.full((B, 1), L // 2, jnp.int32)
@@ -286,6 +289,7 @@ def section_mlm_forward(ctx: Context, s: Section) -> None:
 
 def section_glauber(ctx: Context, s: Section) -> None:
   import jax
+
   from glauber import chains
   flops = load_benchmark("mlm_forward").flops_per_sequence
   c = ctx.sizes.bert
@@ -339,7 +343,8 @@ def torch_glauber(ctx: Context, s: Section, directory: str) -> None:
     s.row(f"torch {r['dtype']} {r['device']} B={B}", r["first_s"] - r["step_s"],
           r["step_s"] * ctx.sizes.chain_steps,
           chain_steps_per_s=r["chain_steps_per_s"],
-          ours_vs_torch=None if ours is None else ours["chain_steps_per_s"] / r["chain_steps_per_s"])
+          ours_vs_torch=(None if ours is None
+                         else ours["chain_steps_per_s"] / r["chain_steps_per_s"]))
 
 
 def torch_worker(directory: str, B: int, steps: int) -> dict:
@@ -383,6 +388,7 @@ def torch_worker(directory: str, B: int, steps: int) -> dict:
 def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   """Rejection-free vs plain steps at the largest T on a grid with median stay >= 0.99."""
   import jax
+
   from glauber import chains
   from glauber import rejection_free as nfold
   if s.over("rejection-free"):
@@ -391,8 +397,8 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   try:
     if ctx.tiny:
       raise FileNotFoundError("tiny: the random model with a trap")
-    from gmlm import nn as gm
     from glauber import init_states
+    from gmlm import nn as gm
     model, tok = gm.load("default")
     n = 16
     cands = chains.candidate_ids(tok, model.config.vocab_size)
@@ -449,7 +455,10 @@ def section_padir(ctx: Context, s: Section) -> None:
   import jax.numpy as jnp
   import optax
   from flax import nnx
-  from padir import decode, losses, model as model_lib, tokenizer as tok_lib
+
+  from padir import losses
+  from padir import model as model_lib
+  from padir import tokenizer as tok_lib
   z = ctx.sizes
   cfg = model_lib.ModelConfig(**z.padir)
   B, T = z.padir_batch, z.padir_length
@@ -503,7 +512,10 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   import jax
   import jax.numpy as jnp
   from flax import nnx
-  from padir import decode, model as model_lib, tokenizer as tok_lib
+
+  from padir import decode
+  from padir import model as model_lib
+  from padir import tokenizer as tok_lib
   S = cfg.max_source_length // 2
   src = np.random.default_rng(1).integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, (1, S))
   src[0, -1] = tok_lib.EOS_ID
@@ -597,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
   print(f"\n{result['device_kind']} ({result['backend']}, {result['device_count']} device(s)), "
         f"jax {result['jax']}, {result['wall_s']:.0f} s")
   for name, sec in sections.items():
-    print(f"\n## {name} ({sec['wall_s']:.1f} s){'  FAILED: ' + sec['error'] if sec['error'] else ''}")
+    failed = f"  FAILED: {sec['error']}" if sec["error"] else ""
+    print(f"\n## {name} ({sec['wall_s']:.1f} s){failed}")
     print(f"{'case':42s} {'compile s':>9s} {'steady s':>10s}  metrics")
     for r in sec["rows"]:
       print(fmt_row(r))

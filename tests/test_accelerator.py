@@ -103,6 +103,7 @@ def test_accelerator_suite_tiny_writes_every_section(tmp_path):
 def fixture_model(arch: str):
   """(our model loaded from the fixture's checkpoint, tokens, mask, reference logits)."""
   from safetensors.numpy import save_file
+
   from gmlm import nn as gm
   f = np.load(FIXTURES / f"{arch}.npz")
   with tempfile.TemporaryDirectory() as d:
@@ -153,7 +154,8 @@ def test_parity_default_precision(arch):
 def test_ising_exactness(k):
   """t steps of k-Gibbs from a few starts: the empirical law of (start, end) vs the rows of
   the exact P^t (ising.exact), within the 0.999 quantile of the TV null."""
-  from ising import exact, model as ising_model, samplers
+  from ising import exact, samplers
+  from ising import model as ising_model
   rng = np.random.default_rng(0)
   n, t, per_start = 4, 3, 8192
   A = rng.standard_normal((n, n))
@@ -174,7 +176,9 @@ def test_ising_exactness(k):
 def bf16_twin(model):
   """The same weights (float32 masters) computing in bfloat16."""
   import dataclasses
+
   from flax import nnx
+
   from gmlm import nn as gm
   twin = gm.Bert(dataclasses.replace(model.config, dtype=jnp.bfloat16), nnx.Rngs(0))
   nnx.update(twin, nnx.state(model, nnx.Param))
@@ -188,9 +192,17 @@ def test_bf16_glauber_draws_the_exact_law():
   (glauber_util.transition_matrix), within the 0.999 quantile of the TV null. The one-step law
   lives on n (C - 1) + 1 = 21 states per start, so the test resolves TV ~0.01, while bf16
   moves a conditional probability by up to ~1e-2 (checked nonzero: bf16 is really used)."""
+  from glauber_util import (
+    ALL_STATES,
+    exact_conditionals,
+    sequences,
+    spec,
+    state_index,
+    tiny_mlm,
+    transition_matrix,
+  )
+
   from glauber import chains
-  from glauber_util import (ALL_STATES, exact_conditionals, sequences, spec, state_index,
-                            tiny_mlm, transition_matrix)
   model = tiny_mlm()
   twin = bf16_twin(model)
   cond_f32, cond_bf16 = exact_conditionals(model), exact_conditionals(twin)
@@ -225,9 +237,11 @@ def test_one_vs_n_devices_same_chains():
   size = _mesh_size(16)
   if size < 2:
     pytest.skip(f"{jax.device_count()} device(s): nothing to compare")
-  from gmlm.core import mesh as mesh_lib
   from glauber_util import device_run
-  from ising import model as ising_model, samplers
+
+  from gmlm.core import mesh as mesh_lib
+  from ising import model as ising_model
+  from ising import samplers
   mesh = mesh_lib.make_mesh(size, 1, jax.devices()[:size])
   one, many = device_run(None), device_run(mesh)
   for name in one:

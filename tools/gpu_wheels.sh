@@ -6,10 +6,11 @@
 # Run on a machine that reaches PyPI; the GPU machine reaches none.
 #
 #   tools/gpu_wheels.sh [DIR]          # default DIR: .gpu_wheels (ignored by git)
-#   PY_VERSION=3.11 tools/gpu_wheels.sh /tmp/w311   # the same set for 3.11 (tools/check_gpu_imports.py)
+#   PY_VERSION=3.11 tools/gpu_wheels.sh /tmp/w311   # the 3.11 builds (tools/check_gpu_imports.py)
 #
 # then on the GPU machine, from the repository root:
-#   pip install --no-index --no-deps --target .gpu_site .gpu_wheels/*.whl && export PYTHONPATH=$PWD/.gpu_site
+#   pip install --no-index --no-deps --target .gpu_site .gpu_wheels/*.whl
+#   export PYTHONPATH=$PWD/.gpu_site:$PWD
 #
 # The list: the project's own needs (first line) and their Requires-Dist closure minus the image
 # (checked by tools/check_gpu_imports.py, which imports every project module against the image's
@@ -46,7 +47,8 @@ dest, py = pathlib.Path(sys.argv[1]), sys.argv[2]
 total, bad = 0, []
 for w in sorted(dest.glob("*.whl")):
   pyt, abi, plat = w.name[:-4].split("-")[-3:]
-  ok = ((any(t.startswith("py3") for t in pyt.split(".")) or py in pyt.split(".")) and abi in (py, "abi3", "none")
+  ok = ((any(t.startswith("py3") for t in pyt.split(".")) or py in pyt.split("."))
+        and abi in (py, "abi3", "none")
         and (plat == "any" or all(p.startswith("manylinux") and p.endswith("x86_64")
                                   for p in plat.split("."))))
   size = w.stat().st_size
@@ -59,4 +61,5 @@ if bad:
   sys.exit(f"wheels with a wrong tag: {bad}")
 PY
 echo "On the GPU machine, from the repository root:"
-echo "  pip install --no-index --no-deps --target .gpu_site $DEST/*.whl && export PYTHONPATH=\$PWD/.gpu_site"
+echo "  pip install --no-index --no-deps --target .gpu_site $DEST/*.whl" \
+  "&& export PYTHONPATH=\$PWD/.gpu_site:\$PWD"
