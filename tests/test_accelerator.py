@@ -27,18 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-
-def _register_marker() -> None:
-  """Until setup.cfg lists the marker (--strict-markers rejects unknown ones)."""
-  config = getattr(pytest.mark, "_config", None)
-  if config is not None and not any(m.startswith("accelerator")
-                                    for m in config.getini("markers")):
-    config.addinivalue_line("markers", "accelerator: numerics checked on the accelerator "
-                            "(benchmarks/accelerator.py runs `pytest -m accelerator`)")
-
-
-_register_marker()
-
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "accelerator"
 ARCHS = ("BertForMaskedLM", "ModernBertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM")
