@@ -9,8 +9,7 @@
 #
 #   python train.py --config configs/ising_mple_asymptotics.py --workdir runs/ising_mple_asymptotics
 #
-# Smaller / faster: --config.quick=True (n = 2000, 4 repetitions). About 2 minutes on 2 loaded CPU
-# cores at the default config. Writes config.json, results.json, report.md,
+# Smaller / faster: --config.quick=True (n = 2000, 4 repetitions). Time: README, Timings. Writes config.json, results.json, report.md,
 # asymptotic_traces.png and theorem2_eigenvalues.png.
 
 import ml_collections

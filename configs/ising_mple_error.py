@@ -6,8 +6,8 @@
 #
 #   python train.py --config configs/ising_mple_error.py --workdir runs/ising_mple_error
 #
-# Smaller / faster: --config.quick=True (2 sample sizes, 3 repetitions). About 1-2 minutes on
-# 2 CPU cores at the default config. Writes config.json, results.json, report.md and
+# Smaller / faster: --config.quick=True (2 sample sizes, 3 repetitions). Time: README, Timings.
+# Writes config.json, results.json, report.md and
 # error_vs_samples_J0.05.png, error_vs_samples_J0.3.png.
 
 import ml_collections

@@ -7,7 +7,7 @@ Trains on the first 90% of the offline Wikipedia pages and news articles
 (`glauber/mlm/english.py`; 5% of those documents validate), k = 8 masked tokens per packed
 64-token sequence. Writes a ~6 MB delta (LoRA rank 64 on every projection, the head, biases
 and norms, float16) to WORKDIR/delta; copy it to gmlm/nn/default_mlm/ to make it the default.
-2,400 steps take about 55 minutes on 2 CPU cores. The shipped delta ran its first 1,000 steps
+Time: README, Timings. The shipped delta ran its first 1,000 steps
 under a 4,000-step schedule and was then resumed with num_steps=2400 (the cosine decay
 shortened mid-run). Evaluate with configs/mlm_eval.py.
 """

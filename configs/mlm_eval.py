@@ -5,7 +5,7 @@
 Needs the offline English text (`pip install --no-deps --target .whl gensim==4.3.3`). Masks one
 random non-special token in each held-out sentence (the last 10% of the Wikipedia pages and of
 the news articles, never trained on) and reports top-1 / top-5 over the candidate vocabulary
-and the mean log-probability, per source and overall. About a minute on 2 CPU cores.
+and the mean log-probability, per source and overall. Time: README, Timings.
 """
 
 import ml_collections

@@ -1,15 +1,14 @@
 """PaDIR on the offline KJV -> Reina-Valera (English -> Spanish) Bible corpus, sized for a CPU.
 
-    python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs, ~5 s
+    python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs
     python train.py --config configs/padir_bible_en_es.py --workdir runs/padir_bible_en_es
 
 (`train.py` runs the job padir.jobs.train, i.e. padir.training.fit.) The AR baseline on the
 same backbone: add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size
 only: 6+6 layers, d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 
-Budget: within an hour on an idle 2-core CPU. Measured 2026-11-21: 8.4M parameters, 2.1 s per
-training step (two-stage loss) with nothing else running, so 1,000 steps (~35 minutes) with
-evaluations every 250; the distilled variant (configs/padir_bible_en_es_distill.py) trains the
+Budget: 8.4M parameters; 1,000 steps with evaluations every 250 fit an hour on 2 CPU cores
+(the per-step time: README, Timings); the distilled variant (configs/padir_bible_en_es_distill.py) trains the
 same way after its teacher's translations are made, so the two compare at equal cost.
 Result (runs/padir_bible_en_es, 2026-11-21): validation BLEU 0.53 after 1,000 steps (0.33 /
 0.40 / 0.53 / 0.53 at steps 250-1,000), validation token loss 5.28, stutter 0.071; the run's
@@ -61,7 +60,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048
-  config.train.num_train_steps = 1_000  # ~35 minutes on 2 CPU cores; paper: 500k
+  config.train.num_train_steps = 1_000  # an hour's budget on 2 CPU cores; paper: 500k
   # >0: stop (with a checkpoint) there; 0: the end. A rerun with a later value (or 0) in the
   # same workdir continues the run (a resumable key: padir.training.RESUMABLE_KEYS).
   config.train.stop_at_step = 0

@@ -12,10 +12,9 @@ configs/padir_bible_en_es.py does. A missing teacher checkpoint is an error that
 it. A killed distillation resumes from its partial translations (distill.corpus_dir +
 ".train.partial.jsonl").
 
-Budget on 2 CPU cores (measured 2026-11-21 with the 2,000-step teacher): beam search with the KV
-cache translates ~14 training sources/s with 5 beams (the paper's setting: ~36 minutes for the
-29.7k sources), so the CPU config decodes with 2 beams (~15 minutes) and then trains PaDIR
-exactly as configs/padir_bible_en_es.py does (~35 minutes). On an accelerator set
+Budget on 2 CPU cores: beam search with 5 beams (the paper's setting) over the 29.7k sources
+takes over half an hour here (README, Timings), so the CPU config decodes with 2 beams and then trains
+PaDIR exactly as configs/padir_bible_en_es.py does. On an accelerator set
 --config.distill.beam_size=5. Result (runs/padir_bible_en_es_distill, 2026-11-21): 28,753 of
 29,757 sources kept (835 too long, 169 without EOS); validation BLEU 1.12 after 1,000 steps
 (twice the undistilled run's 0.53), stutter 0.019 (0.071 undistilled), validation token loss
