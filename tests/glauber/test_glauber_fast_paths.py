@@ -10,10 +10,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from glauber_util import (
+  CANDIDATES,
+  exact_conditionals,
+  histogram,
+  sequences,
+  spec,
+  state_index,
+  tiny_mlm,
+  transition_matrix,
+  tv,
+)
 
 from glauber import chains, recording, rejection_free
-from glauber_util import (CANDIDATES, N, exact_conditionals, histogram, sequences, spec,
-                          state_index, tiny_mlm, transition_matrix, tv)
 from gmlm import nn as gm
 
 X0 = np.array([[2, 0, 4, 1]])   # the fixed start (candidate indices)
@@ -109,8 +118,9 @@ def test_the_pipelined_job_writes_the_trajectory_of_one_uninterrupted_run(splade
                                                                          monkeypatch):
   """The sample job (donated states, records copied to the host while the next chunk runs)
   writes, chunk by chunk, exactly the records of one chains.run over all the steps."""
-  from glauber.jobs import sample as sample_job
   from test_glauber_job import small_config
+
+  from glauber.jobs import sample as sample_job
   seen = {}
   real_sample = sample_job.sample
 
