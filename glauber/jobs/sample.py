@@ -7,6 +7,11 @@ config.embedding_model is set, drift.png: the semantic drift 1 - cos(E(x_t), E(x
 E that model's sentence embedding. Killed runs resume from their last chunk (a checkpoint of the
 chain state); the continuation is bitwise that of an uninterrupted run. A rerun of a finished
 run returns its stored results (its measured throughput included) without recomputing.
+
+The chunks are pipelined for accelerators: a chunk is one jitted call with no host round trip
+inside; its records and final state travel to the host in one asynchronous copy started as
+soon as it is dispatched, the next chunk takes over the state's device buffers (donated), and
+the previous chunk's records are written while it runs.
 """
 
 from __future__ import annotations
