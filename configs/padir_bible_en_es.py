@@ -49,6 +49,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.d_ff = 1024  # paper: 2048
   config.model.dropout_rate = 0.1
   config.model.positional_attention = True
+  # Accelerators: "bfloat16" runs matmuls and activations in bf16 over float32 master weights
+  # (softmax, LayerNorm statistics and the losses stay float32); vocab_multiple=128 pads the
+  # output projection's vocabulary to aligned tiles (the padded logits are masked out).
+  config.model.dtype = "float32"
+  config.model.vocab_multiple = 1
 
   config.loss = ml_collections.ConfigDict()
   config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens

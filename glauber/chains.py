@@ -24,7 +24,6 @@ and the same key gives the same chains however the chain axis is sharded over a 
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Literal, Sequence
 
@@ -227,8 +226,6 @@ def init_state(tokens_BL) -> ChainState:
   return ChainState(tokens_BL, jnp.zeros(tokens_BL.shape[:1], jnp.int32), jnp.int32(0))
 
 
-@functools.partial(jax.jit, static_argnames=("num_records", "record_every", "method", "k",
-                                             "record_logprobs", "sharding"))
 def _run(key, model, spec, state, *, num_records, record_every, method, k, record_logprobs,
          sharding):
   step = make_step(method, k)
@@ -250,16 +247,27 @@ def _run(key, model, spec, state, *, num_records, record_every, method, k, recor
           Records(tokens_RBN, logp_RBN))
 
 
+_STATIC = ("num_records", "record_every", "method", "k", "record_logprobs", "sharding")
+_run_kept = jax.jit(_run, static_argnames=_STATIC)
+# The new state is written over the one it replaces: no second B x L buffer.
+_run_donated = jax.jit(_run, static_argnames=_STATIC, donate_argnames=("state",))
+
+
 def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_records: int,
         record_every: int = 1, *, method: Method = "glauber", k: int = 1,
-        record_logprobs: bool = False, mesh: Mesh | None = None) -> tuple[ChainState, Records]:
+        record_logprobs: bool = False, mesh: Mesh | None = None,
+        donate: bool = False) -> tuple[ChainState, Records]:
   """num_records * record_every steps of every chain; returns (final state, records) where
   records.tokens_RBN[r] are the free tokens after (r + 1) * record_every more steps (and
-  records.logp_RBN each site's log p^T of its current token when record_logprobs)."""
+  records.logp_RBN each site's log p^T of its current token when record_logprobs).
+
+  donate: the call takes over `state`'s buffers for the state it returns (state is deleted on
+  backends that donate, CPU included), for a caller that only ever goes on from the result."""
   check_method(method, k, spec.num_sites)
   if num_records < 0 or record_every < 1:
     raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
                      f"{record_every}")
   model, state = place(model, state, mesh)
-  return _run(key, model, spec, state, num_records=num_records, record_every=record_every,
+  runner = _run_donated if donate else _run_kept
+  return runner(key, model, spec, state, num_records=num_records, record_every=record_every,
               method=method, k=k, record_logprobs=record_logprobs, sharding=chain_sharding(mesh))

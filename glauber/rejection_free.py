@@ -147,7 +147,11 @@ def _conditionals(model, spec: Spec, tokens_BL, memo: Memo, active_B, t):
     hits_B=memo.hits_B + (hit_B & active_B).astype(jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"))
+# Everything the loop carries is donated: `run` passes fresh buffers (or the previous call's
+# results) and keeps only what this call returns; the memo alone may hold 256 MB.
+@functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"),
+                   donate_argnames=("tokens_BL", "steps_B", "rec_RBN", "logp_RBN", "jumps_B",
+                                    "memo"))
 def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, logp_RBN, jumps_B,
              memo, *, record_every, max_iterations, sharding):
   """Up to max_iterations rejection-free iterations (fewer if every chain reaches end_B).

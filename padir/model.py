@@ -13,6 +13,13 @@ Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameter
 Shape letters: the legend in padir/__init__.py (B batch, S source length with [LEN], T target
 length, D model, N heads, H head dim, V vocabulary, Q / K query / key positions).
 
+Precision: parameters (the master weights the optimizer updates) are float32; `dtype="bfloat16"`
+runs the matmuls and activations in bfloat16, while LayerNorm statistics, attention softmax and
+the logits stay float32. `vocab_multiple` pads the output projection's vocabulary to a multiple
+(e.g. 128: aligned matmul tiles on GPU / TPU) inside the matmul only: decode() returns
+padded_vocab_size columns whose padding is NEG_INF (never an argmax, zero probability, the same
+log-softmax at the real ids), decode_step() the real V.
+
 Every parameter carries the logical names of its dimensions in its `logical_axes` metadata
 ("vocab", "embed", "heads", "head_dim", "mlp", "length", "length_classes"); padir.sharding maps
 them to mesh axes. They change no computation.
@@ -52,6 +59,8 @@ class ModelConfig:
   dropout_rate: float = 0.1
   decoder: Literal["nar", "ar"] = "nar"
   positional_attention: bool = True
+  dtype: str = "float32"        # compute dtype: "float32" or "bfloat16" (params stay float32)
+  vocab_multiple: int = 1       # pad the output projection's vocabulary to a multiple of this
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -66,6 +75,17 @@ class ModelConfig:
                           "max_target_length": config.data.max_target_length})
 
   @property
+  def compute_dtype(self) -> Any:
+    if self.dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+    return jnp.dtype(self.dtype)
+
+  @property
+  def padded_vocab_size(self) -> int:
+    """vocab_size rounded up to a multiple of vocab_multiple: the output matmul's width."""
+    return -(-self.vocab_size // self.vocab_multiple) * self.vocab_multiple
+
+  @property
   def head_dim(self) -> int:
     if self.d_model % self.num_heads:
       raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
@@ -73,8 +93,9 @@ class ModelConfig:
 
 
 def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
+  """Statistics in float32 (flax promotes them), the output in the compute dtype."""
   return nnx.LayerNorm(cfg.d_model, scale_metadata=_axes("embed"), bias_metadata=_axes("embed"),
-                       rngs=rngs)
+                       dtype=cfg.compute_dtype, rngs=rngs)
 
 
 class Attention(nnx.Module):
@@ -89,35 +110,42 @@ class Attention(nnx.Module):
     self.w_v_DNH = nnx.Param(w_in(rngs.params(), (D, N, H)), **_axes("embed", "heads", "head_dim"))
     self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)), **_axes("heads", "head_dim", "embed"))
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+    self.dtype = cfg.compute_dtype
+
+  def w(self, param: nnx.Param) -> Array:
+    """A weight in the compute dtype (the float32 master copy stays the parameter)."""
+    return param[...].astype(self.dtype)
 
   def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
     return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK)
 
   def keys(self, k_BKD: Array) -> Array:
     """Projected keys k_BNKH, heads before positions (the layout a KV cache is read in)."""
-    return jnp.einsum("BKD,DNH->BNKH", k_BKD, self.w_k_DNH[...])
+    return jnp.einsum("BKD,DNH->BNKH", k_BKD.astype(self.dtype), self.w(self.w_k_DNH))
 
   def values(self, v_BKD: Array) -> Array:
-    return jnp.einsum("BKD,DNH->BNKH", v_BKD, self.w_v_DNH[...])
+    return jnp.einsum("BKD,DNH->BNKH", v_BKD.astype(self.dtype), self.w(self.w_v_DNH))
 
   def attend(self, q_BQD: Array, k_BNKH: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
-    """Attention over already projected keys and values (a KV cache holds those)."""
-    q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD, self.w_q_DNH[...])
-    logits_BNQK = jnp.einsum("BQNH,BNKH->BNQK", q_BQNH, k_BNKH) / jnp.sqrt(
+    """Attention over already projected keys and values (a KV cache holds those); the scores
+    and their softmax in float32."""
+    q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD.astype(self.dtype), self.w(self.w_q_DNH))
+    logits_BNQK = jnp.einsum("BQNH,BNKH->BNQK", q_BQNH, k_BNKH,
+                             preferred_element_type=jnp.float32) / jnp.sqrt(
         jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
-    probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1))
+    probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1)).astype(self.dtype)
     out_BQNH = jnp.einsum("BNQK,BNKH->BQNH", probs_BNQK, v_BNKH)
-    return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w_o_NHD[...])
+    return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w(self.w_o_NHD))
 
 
 class FeedForward(nnx.Module):
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     self.up = nnx.Linear(cfg.d_model, cfg.d_ff, kernel_metadata=_axes("embed", "mlp"),
-                         bias_metadata=_axes("mlp"), rngs=rngs)
+                         bias_metadata=_axes("mlp"), dtype=cfg.compute_dtype, rngs=rngs)
     self.down = nnx.Linear(cfg.d_ff, cfg.d_model, kernel_metadata=_axes("mlp", "embed"),
-                           bias_metadata=_axes("embed"), rngs=rngs)
+                           bias_metadata=_axes("embed"), dtype=cfg.compute_dtype, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(self, x_BLD: Array) -> Array:
@@ -215,12 +243,13 @@ class DecoderLayer(nnx.Module):
       att = self.positional_attention
       h_M1D = self.norm_positional(x_M1D)
       prefix = prefix.replace(pos_v_MNTH=put(prefix.pos_v_MNTH, att.values(h_M1D)))
-      q_NH = jnp.einsum("D,DNH->NH", pos_1D[0], att.w_q_DNH[...])
-      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, fixed.pos_k_NTH) / jnp.sqrt(
+      q_NH = jnp.einsum("D,DNH->NH", pos_1D[0].astype(att.dtype), att.w(att.w_q_DNH))
+      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, fixed.pos_k_NTH,
+                             preferred_element_type=jnp.float32) / jnp.sqrt(
           jnp.float32(q_NH.shape[-1]))
       probs_NT = jax.nn.softmax(jnp.where(seen_T[None], logits_NT, NEG_INF), axis=-1)
-      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT, prefix.pos_v_MNTH)
-      x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w_o_NHD[...])[:, None]
+      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT.astype(att.dtype), prefix.pos_v_MNTH)
+      x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w(att.w_o_NHD))[:, None]
     h_M1D = self.norm_cross(x_M1D)
     x_M1D = x_M1D + self.cross_attention.attend(h_M1D, fixed.cross_k_MNSH, fixed.cross_v_MNSH,
                                                 enc_mask_M1S)
@@ -249,11 +278,13 @@ class Transformer(nnx.Module):
     self.decoder_norm = _layer_norm(cfg, rngs)
     self.length_head = nnx.Linear(cfg.d_model, cfg.max_target_length + 1,
                                   kernel_metadata=_axes("embed", "length_classes"),
-                                  bias_metadata=_axes("length_classes"), rngs=rngs)
+                                  bias_metadata=_axes("length_classes"), dtype=jnp.float32,
+                                  rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:
-    return self.dropout(self.embed_VD[...][tokens_BL] + pos_LD[None])
+    x_BLD = self.embed_VD[...][tokens_BL] + pos_LD[None]
+    return self.dropout(x_BLD.astype(self.cfg.compute_dtype))
 
   def encode(self, inputs_BL: Array) -> tuple[Array, Array]:
     """inputs [B, L<=max_source_length] -> states [B, S=L+1, D] ([LEN] first), mask [B, S]."""
@@ -267,14 +298,15 @@ class Transformer(nnx.Module):
     return self.encoder_norm(x_BSD), mask_BS
 
   def length_logits(self, enc_BSD: Array) -> Array:
-    """[B, max_target_length + 1]: logits over the target length (EOS included)."""
-    return self.length_head(enc_BSD[:, 0])
+    """[B, max_target_length + 1]: logits over the target length (EOS included), float32."""
+    return self.length_head(enc_BSD[:, 0].astype(jnp.float32))
 
   def decode(self, hyp_BT: Array, enc_BSD: Array, enc_mask_BS: Array) -> Array:
     """One decoder pass -> logits [B, T, V].
 
     nar: hyp is the current hypothesis, PAD beyond its length; every position sees every
     non-PAD position. ar: hyp is [BOS] + target[:-1]; position t sees positions <= t.
+    The logits are float32, [B, T, padded_vocab_size] (NEG_INF past vocab_size).
     """
     T = hyp_BT.shape[1]
     pos_TD = self.target_pos_TD[...][:T]
@@ -292,9 +324,17 @@ class Transformer(nnx.Module):
     return self._logits(self.decoder_norm(x_BTD))
 
   def _logits(self, h_xD: Array) -> Array:
-    """The output layer: tied to the embeddings, scaled by 1 / sqrt(d_model)."""
-    return jnp.einsum("...D,VD->...V", h_xD, self.embed_VD[...]) / jnp.sqrt(
-        jnp.float32(self.cfg.d_model))
+    """The output layer: tied to the embeddings, scaled by 1 / sqrt(d_model), float32; with
+    vocab_multiple, padded_vocab_size columns, the padding NEG_INF."""
+    cfg = self.cfg
+    V, Vp = cfg.vocab_size, cfg.padded_vocab_size
+    embed_VD = self.embed_VD[...]
+    if Vp > V:
+      embed_VD = jnp.pad(embed_VD, ((0, Vp - V), (0, 0)))
+    logits_xV = jnp.einsum("...D,VD->...V", h_xD.astype(cfg.compute_dtype),
+                           embed_VD.astype(cfg.compute_dtype),
+                           preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(cfg.d_model))
+    return logits_xV if Vp == V else jnp.where(jnp.arange(Vp) < V, logits_xV, NEG_INF)
 
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
 
@@ -326,8 +366,8 @@ class Transformer(nnx.Module):
     for layer, p, f in zip(self.decoder_layers, cache.prefix, cache.fixed):
       x_M1D, p = layer.step(x_M1D, pos_1D, t, p, f, cache.enc_mask_M1S)
       prefix.append(p)
-    return (self._logits(self.decoder_norm(x_M1D)[:, 0]),
-            cache.replace(prefix=tuple(prefix)))
+    logits_MV = self._logits(self.decoder_norm(x_M1D)[:, 0])[:, :self.cfg.vocab_size]
+    return logits_MV, cache.replace(prefix=tuple(prefix))
 
 
 def count_params(model: nnx.Module) -> int:

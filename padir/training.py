@@ -92,6 +92,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check(d_model % heads == 0, "model.d_model", d_model,
                f"must be divisible by model.num_heads={heads}")
   checks.check_int(config, "model.d_ff", lo=1)
+  if _has(config, "model.dtype"):
+    checks.check_choice(config, "model.dtype", ("float32", "bfloat16"))
+  if _has(config, "model.vocab_multiple"):
+    checks.check_int(config, "model.vocab_multiple", lo=1)
   checks.check_float(config, "model.dropout_rate", lo=0, hi=1, hi_open=True)
   checks.check_float(config, "loss.keep_rate", lo=0, hi=1)
   checks.check_float(config, "loss.mask_rate", lo=0, hi=1)

@@ -7,6 +7,11 @@ config.embedding_model is set, drift.png: the semantic drift 1 - cos(E(x_t), E(x
 E that model's sentence embedding. Killed runs resume from their last chunk (a checkpoint of the
 chain state); the continuation is bitwise that of an uninterrupted run. A rerun of a finished
 run returns its stored results (its measured throughput included) without recomputing.
+
+The chunks are pipelined for accelerators: a chunk is one jitted call with no host round trip
+inside; its records and final state travel to the host in one asynchronous copy started as
+soon as it is dispatched, the next chunk takes over the state's device buffers (donated), and
+the previous chunk's records are written while it runs.
 """
 
 from __future__ import annotations
@@ -149,21 +154,27 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
   total = num_records * config.record_every
   bar = tqdm(total=total, initial=min(total, done * per_chunk * config.record_every),
              desc=f"Glauber chains ({mode})", unit="step")
+  pending = None   # the chunk whose records are on their way to the host
   for chunk in range(done, num_chunks):
     R = min(per_chunk, num_records - chunk * per_chunk)
     if mode == "rejection_free":
       state, rec = rejection_free.run(key, model, spec, state, R, config.record_every,
                                       record_logprobs=config.record_logprobs, mesh=mesh)
-    else:
+    else:   # dispatched, not finished; the chunk takes over the previous state's buffers
       state, rec = chains.run(key, model, spec, state, R, config.record_every,
                               method=config.method, k=config.block_size,
-                              record_logprobs=config.record_logprobs, mesh=mesh)
+                              record_logprobs=config.record_logprobs, mesh=mesh, donate=True)
+    for x in jax.tree.leaves((rec.tokens_RBN, rec.logp_RBN, state)):
+      x.copy_to_host_async()   # one transfer per chunk, started as soon as the chunk ends
+    if pending is not None:    # written while this chunk runs
+      _write_chunk(rd, traj, ckpt, *pending)
     steps_R = (chunk * per_chunk + 1 + np.arange(R)) * config.record_every
-    traj.write(chunk, steps_R, rec.tokens_RBN, rec.logp_RBN)
-    recording.save(ckpt, chunk + 1, state)
+    # On the host before the next chunk takes over the state's buffers (waits for this chunk).
+    pending = (chunk, steps_R, rec, jax.tree.map(np.asarray, state))
     steps_run += R * config.record_every
-    rd.log_metrics(int(steps_R[-1]), {"chunk": chunk, "iterations": int(state.t)})
     bar.update(R * config.record_every)
+  if pending is not None:
+    _write_chunk(rd, traj, ckpt, *pending)
   bar.close()
   ckpt.close()
   seconds = time.time() - t0
@@ -172,6 +183,15 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
           "simulated_steps_per_second": (config.num_chains * steps_run / seconds
                                          if steps_run else None),
           "kernel_iterations": int(state.t)}
+
+
+def _write_chunk(rd: RunDir, traj: recording.Trajectory, ckpt, chunk: int, steps_R: np.ndarray,
+                 rec: chains.Records, state: chains.ChainState) -> None:
+  """The chunk's records, then the checkpoint of the state after it (a crash in between
+  resumes from the previous checkpoint and drops the chunk), then its metrics line."""
+  traj.write(chunk, steps_R, rec.tokens_RBN, rec.logp_RBN)
+  recording.save(ckpt, chunk + 1, state)
+  rd.log_metrics(int(steps_R[-1]), {"chunk": chunk, "iterations": int(state.t)})
 
 
 def semantic_drift(embedding_model: str, texts_RB: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Our flax.nnx BERT, RoBERTa, ModernBERT, GPT-2 and Llama, loaded from Hugging Face checkpoints.
 
   model, tokenizer = load("path/or/hub-id")     # float32; dtype=jnp.bfloat16 computes in bf16
+  fast = with_dtype(model, jnp.bfloat16)        # the same float32 weights, bf16 matmuls
   logits_BKV = masked_logits(model, tokens_BL, positions_BK, attention_mask_BL)  # MLM head at K
   logp_B = sequence_logprob(causal_model, tokens_BL, attention_mask_BL)          # GPT-2, Llama
   e_BD = embed(minilm, tokenizer, ["a sentence", "another"])                     # unit norm
@@ -43,6 +44,7 @@ from gmlm.nn.loading import (
   load_tokenizer,
   preset_names,
   register_preset,
+  with_dtype,
 )
 from gmlm.nn.masked import full_logits, masked_logits
 from gmlm.nn.modernbert import ModernBert, ModernBertConfig
@@ -72,4 +74,5 @@ __all__ = [
   "save_pretrained",
   "sequence_logprob",
   "token_logprobs",
+  "with_dtype",
 ]

@@ -6,6 +6,7 @@ The architecture is read from config.json (`architectures`, else `model_type`); 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 from typing import Any, Callable
@@ -80,6 +81,15 @@ def from_config(hf_config: dict[str, Any], *, rngs: nnx.Rngs | None = None,
   cls, make_config, _ = _FAMILIES[architecture(hf_config)]
   config = make_config(hf_config, dtype=dtype, param_dtype=param_dtype)
   return cls(config, rngs or nnx.Rngs(0))
+
+
+def with_dtype(model: nnx.Module, dtype) -> nnx.Module:
+  """The same weights (same arrays, same param dtype) computing in `dtype`: e.g. bfloat16
+  matmuls over float32 parameters. Norms, softmax and the logits stay float32 either way."""
+  config = dataclasses.replace(model.config, dtype=dtype)
+  new = nnx.eval_shape(lambda: type(model)(config, nnx.Rngs(0)))  # shapes only, filled below
+  nnx.update(new, nnx.state(model))
+  return new
 
 
 def load_model(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtype=jnp.float32,
