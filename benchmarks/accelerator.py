@@ -22,8 +22,8 @@ failure, records it, and the next one runs):
                a dense model (the workers of benchmarks/ising_throughput.py).
   padir        PaDIR training at the paper's size (6+6 layers, d = 512, 32k vocabulary):
                target tokens/s and MFU (FLOPs from XLA's cost analysis of the compiled step),
-               float32 and with bfloat16 matmul precision (padir.model has no compute-dtype
-               option: activations stay float32); decode latency p50/p99 at batch 1, PaDIR
+               float32 and bf16 compute (config.model.dtype: bf16 matmuls and activations
+               over float32 master weights, softmax and losses in float32); decode latency p50/p99 at batch 1, PaDIR
                refinement (padir.decode.refine) vs AR greedy (padir.decode.greedy_ar).
 
 Every row reports compile_s (first call minus a steady call, or the measured compile) apart
@@ -109,7 +109,7 @@ TINY = Sizes(
   padir_batch=4, padir_length=12, latency_calls=5, min_seconds=0.0,
   shares_s={name: 900 for name in SECTIONS},   # the smoke test runs every size
   pytest_args=("-k", "parity_highest or ising_exactness"),
-  padir_precisions=("float32",))   # matmul precision changes nothing on CPU
+  padir_precisions=("float32",))   # the bf16 step is tested in tests/padir/test_padir_precision.py
 
 
 def load_benchmark(name: str):
@@ -470,7 +470,7 @@ def section_padir(ctx: Context, s: Section) -> None:
   for precision in z.padir_precisions:
     if s.over(f"padir train {precision}"):
       continue
-    model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
+    model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
     tx = optax.adafactor(learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0,
                          multiply_by_parameter_scale=True)   # as padir.train_lib.make_optimizer
     graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
@@ -482,11 +482,10 @@ def section_padir(ctx: Context, s: Section) -> None:
       opt.update(model, grads)
       return nnx.state((model, opt)), loss
 
-    with jax.default_matmul_precision(precision):
-      t0 = time.perf_counter()
-      compiled = jax.jit(train_step, donate_argnums=0).lower(state, batch,
-                                                             jax.random.key(0)).compile()
-      compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = jax.jit(train_step, donate_argnums=0).lower(state, batch,
+                                                           jax.random.key(0)).compile()
+    compile_s = time.perf_counter() - t0
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     flops = float(cost.get("flops", 0.0)) if cost else 0.0
@@ -497,12 +496,12 @@ def section_padir(ctx: Context, s: Section) -> None:
       holder["state"], loss = compiled(holder["state"], batch, jax.random.key(holder["i"]))
       return loss
     first, steady = timed(call, z.min_seconds)
-    s.row(f"train {precision} matmuls B={B} T={T}", compile_s, steady,
+    s.row(f"train {precision} compute B={B} T={T}", compile_s, steady,
           target_tokens_per_s=B * T / steady,
           mfu=mfu(ctx, flops / steady, precision) if flops else None, step_gflop=flops / 1e9)
-  s.notes.append("train: float32 params and activations; 'bfloat16' = "
-                 "jax.default_matmul_precision('bfloat16') (padir.model has no bf16 compute "
-                 "dtype); FLOPs from XLA's cost analysis; padir_loss with 2 stages")
+  s.notes.append("train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
+                 "bf16 matmuls and activations with softmax, norms and losses in float32; "
+                 "FLOPs from XLA's cost analysis; padir_loss with 2 stages")
   latency(ctx, s, cfg)
 
 
