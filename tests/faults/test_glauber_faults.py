@@ -9,8 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from harness import (assert_same_metrics, assert_same_results, damage, killed,
-                     largest_file)
+from harness import assert_same_metrics, assert_same_results, damage, killed, largest_file
 
 from glauber import recording
 from gmlm import cli
