@@ -4,13 +4,17 @@ Every `record_every` steps the free tokens of all chains (and optionally each si
 log p^T of its current token) are kept; each segment of records is written as one npz chunk
 (`trajectory/chunk_000012.npz`, atomically), so a crash loses at most the current chunk.
 The chain state after the last written chunk is saved (`gmlm.checkpoints`); with the key schedule
-fold_in(key, t) a resumed run continues bit for bit.
+fold_in(key, t) a resumed run continues bit for bit. On resume (`resume`) every chunk the
+checkpoint counts is verified (present, zip CRCs intact): from a missing or damaged chunk on, the
+run is recomputed from the newest checkpoint at or before it, or from the start, saying so.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -18,6 +22,8 @@ import numpy as np
 
 from glauber.chains import ChainState
 from gmlm.checkpoints import Checkpoints
+from gmlm.checks import UserError
+from gmlm.runs import fault_point
 
 
 class Trajectory:
@@ -38,7 +44,32 @@ class Trajectory:
     with os.fdopen(fd, "wb") as f:
       np.savez(f, **arrays)
     os.replace(tmp, self.chunk_file(index))
+    fault_point("chunk_written")
     return self.chunk_file(index)
+
+  def problem(self, index: int) -> str | None:
+    """Why chunk `index` cannot be read back ("missing", "damaged: ..."), or None."""
+    f = self.chunk_file(index)
+    if not f.is_file():
+      return "missing"
+    try:
+      with zipfile.ZipFile(f) as z:
+        bad = z.testzip()   # reads every member and checks its CRC
+      if bad is not None:
+        return f"damaged: member {bad} fails its CRC check"
+      with np.load(f) as z:
+        for name in z.files:
+          z[name]
+    except Exception as e:  # zipfile, zlib and numpy raise many types for damaged files
+      return f"damaged: {type(e).__name__}: {e}"
+    return None
+
+  def first_problem(self, count: int) -> tuple[int, str] | None:
+    """(index, why) of the first of chunks 0..count-1 that cannot be read back, or None."""
+    for index in range(count):
+      if (why := self.problem(index)) is not None:
+        return index, why
+    return None
 
   def drop_from(self, index: int) -> None:
     """Removes chunks >= index (written after the checkpoint a run resumes from)."""
@@ -47,11 +78,17 @@ class Trajectory:
         f.unlink()
 
   def load(self) -> dict[str, np.ndarray]:
-    """All chunks concatenated along the record axis (steps_R, tokens_RBN[, logp_RBN])."""
+    """All chunks concatenated along the record axis (steps_R, tokens_RBN[, logp_RBN]).
+    Raises UserError naming the first chunk that is missing (a gap) or damaged."""
     files = sorted(self.path.glob("chunk_*.npz"))
     if not files:
       return {"steps_R": np.zeros(0, np.int64), "tokens_RBN": np.zeros((0, 0, 0), np.int32)}
-    parts = [dict(np.load(f)) for f in files]
+    count = int(files[-1].stem.split("_")[1]) + 1
+    if (bad := self.first_problem(count)) is not None:
+      index, why = bad
+      raise UserError(f"trajectory chunk {self.chunk_file(index)} is {why}; rerun the job in "
+                      "this --workdir to recompute it from the checkpoint before it.")
+    parts = [dict(np.load(self.chunk_file(i))) for i in range(count)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -76,11 +113,34 @@ def save(ckpt: Checkpoints, chunk: int, state: ChainState) -> None:
   ckpt.save(chunk, {"state": _tree(state)})
 
 
+def _state(tree: dict) -> ChainState:
+  return ChainState(jnp.asarray(tree["tokens_BL"]), jnp.asarray(tree["steps_B"]),
+                    jnp.asarray(tree["t"]))
+
+
 def restore(ckpt: Checkpoints, like: ChainState) -> tuple[int, ChainState] | None:
-  """(chunks done, state) of the latest checkpoint, or None."""
-  chunk = ckpt.latest_step()
-  if chunk is None:
+  """(chunks done, state) of the newest intact checkpoint, or None."""
+  restored = ckpt.restore_latest({"state": _tree(like)})
+  if restored is None:
     return None
-  tree = ckpt.restore(chunk, {"state": _tree(like)})["state"]
-  return chunk, ChainState(jnp.asarray(tree["tokens_BL"]), jnp.asarray(tree["steps_B"]),
-                           jnp.asarray(tree["t"]))
+  return restored[0], _state(restored[1]["state"])
+
+
+def resume(ckpt: Checkpoints, traj: Trajectory, initial: ChainState) -> tuple[int, ChainState]:
+  """(chunks done, state) a run continues from: the newest intact checkpoint, moved back to
+  the newest checkpoint at or before the first missing or damaged chunk it counts (to the
+  start, `initial`, when there is none), with a warning naming that chunk. Chunks and
+  checkpoints past that point are removed."""
+  restored = restore(ckpt, initial)
+  done, state = restored if restored is not None else (0, initial)
+  if (bad := traj.first_problem(done)) is not None:
+    index, why = bad
+    older = [s for s in ckpt.all_steps() if s <= index]
+    done, state = 0, initial
+    if older:
+      done, state = older[-1], _state(ckpt.restore(older[-1], {"state": _tree(initial)})["state"])
+    print(f"warning: trajectory chunk {traj.chunk_file(index)} is {why}; recomputing from chunk "
+          f"{done} ({'its checkpoint' if done else 'the start'})", file=sys.stderr)
+    ckpt.delete_after(done)
+  traj.drop_from(done)
+  return done, state

@@ -5,7 +5,8 @@
   rd.write_results(results); rd.savefig(fig, "drift.png"); rd.write_report(markdown)
 
 A run directory holds `config.json` (the resolved config), `results.json` (the figures a run
-reports), `metrics.jsonl` (streamed per-step metrics), PNG figures and `report.md`. Writes are
+reports), `metrics.jsonl` (streamed per-step metrics), PNG figures, `report.md` and, for
+measurements resumable cell by cell, `cells/*.json` (`RunDir.cell`). Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
 written (`check_workdir`), whether or not that run finished: resuming runs the same config,
@@ -18,13 +19,33 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from gmlm.checks import UserError
 
 CONFIG, RESULTS, METRICS, REPORT = "config.json", "results.json", "metrics.jsonl", "report.md"
+CELLS = "cells"
+_FAULT = os.environ.get("GMLM_FAULT", "")
+_fault_counts: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+  """A named point where the fault-injection tests (tests/faults) end the process as `kill -9`
+  would: with GMLM_FAULT=NAME[:COUNT] set, the COUNT-th time (default the first) NAME is reached
+  the process exits at once with status 137, no cleanup and no flush. Unset, it costs one test.
+
+  Points: chunk_written (a trajectory chunk is on disk), checkpoint_saving (a checkpoint save is
+  under way), checkpoint_saved (it is on disk), metrics_logged (a metrics line is written),
+  cell_done (a finished cell of a resumable measurement is stored)."""
+  if not _FAULT:
+    return
+  want, _, count = _FAULT.partition(":")
+  if want == name:
+    _fault_counts[name] = _fault_counts.get(name, 0) + 1
+    if _fault_counts[name] == int(count or 1):
+      os._exit(137)
 
 
 def _to_jsonable(x: Any) -> Any:
@@ -170,11 +191,28 @@ class RunDir:
     if self._tb is not None and name == METRICS:
       self._add_scalars(record)
       self._tb.flush()
+    fault_point("metrics_logged")
 
   def _add_scalars(self, record: dict) -> None:
     for k, v in record.items():
       if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
         self._tb.add_scalar(k, v, record["step"])
+
+  def cell(self, name: str, compute: Callable[[], Any]) -> Any:
+    """The JSON value of one finished cell of a measurement: read from cells/NAME.json when an
+    earlier (killed) leg of this run stored it, else compute() stored there now. A rerun skips
+    the finished cells; the value is returned as read back from JSON either way (floats
+    round-trip exactly), so a resumed run equals an uninterrupted one."""
+    p = self.path / CELLS / f"{name}.json"
+    if p.is_file():
+      try:
+        return json.loads(p.read_text(encoding="utf-8"))
+      except ValueError:   # atomic writes make this a damaged disk, not a kill: recompute
+        pass
+    value = json.loads(dumps(compute()))
+    self.write_json(f"{CELLS}/{name}.json", value)
+    fault_point("cell_done")
+    return value
 
   def metrics(self, name: str = METRICS) -> list[dict]:
     """The records of metrics.jsonl; a line cut short by a kill is skipped."""

@@ -61,6 +61,19 @@ def squared_errors(model: Ising, ks: list[int], modes: list[str], num: int, reps
   return err, failed
 
 
+def stored_squared_errors(run_dir, name: str, model: Ising, ks: list[int], modes: list[str],
+                          num: int, reps: int, key: jax.Array
+                          ) -> tuple[dict[tuple[str, int], np.ndarray], int]:
+  """`squared_errors`, stored as the cell `name` of run_dir (gmlm.runs.RunDir.cell; None: not
+  stored): a killed run, rerun, reads the cells it finished instead of refitting them."""
+  def compute() -> dict:
+    err, failed = squared_errors(model, ks, modes, num, reps, key)
+    return {"errors": {m: {str(k): err[m, k] for k in ks} for m in modes}, "failed": failed}
+  cell = compute() if run_dir is None else run_dir.cell(name, compute)
+  err = {(m, k): np.asarray(cell["errors"][m][str(k)], np.float64) for m in modes for k in ks}
+  return err, int(cell["failed"])
+
+
 def ordering(mean_k: list[float]) -> str:
   """'yes' if strictly decreasing in k, 'ties' if non-increasing up to TIE_RTOL, else 'NO'."""
   pairs = list(zip(mean_k, mean_k[1:]))

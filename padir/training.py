@@ -3,7 +3,8 @@
 Reads a step top to bottom: corpus -> vocabulary -> tfds/grain batches -> model + AdaFactor ->
 jitted step -> metrics (rd.log_metrics: metrics.jsonl and TensorBoard), evaluation (loss,
 SacreBLEU, stutter), checkpoints (gmlm.checkpoints). Preemption-safe: a restarted run restores
-the last checkpoint (parameters, optimizer state, the grain iterator position), drops the metrics
+the newest intact checkpoint (parameters, optimizer state, the grain iterator position; a damaged
+one is skipped, saying so), drops the metrics
 written after it and continues; the noise and dropout keys are fold_in(key(seed), step), so a
 resumed run computes the same steps as an uninterrupted one.
 
@@ -232,10 +233,11 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   t = config.train
   ckpt = Checkpoints(rd.file(restore.CHECKPOINTS), max_to_keep=t.keep_checkpoints,
                      save_interval_steps=t.checkpoint_every)
-  step = ckpt.latest_step() or 0
+  latest = ckpt.restore_latest({"params": nnx.state(model, nnx.Param),
+                                "optimizer": nnx.state(optimizer), "data": Json()})
+  step = latest[0] if latest is not None else 0
   if step:
-    restored = ckpt.restore(step, {"params": nnx.state(model, nnx.Param),
-                                   "optimizer": nnx.state(optimizer), "data": Json()})
+    restored = latest[1]
     nnx.update(model, restored["params"])
     nnx.update(optimizer, restored["optimizer"])
     train_iter.set_state(restored["data"])

@@ -2,8 +2,8 @@
 
 k-pseudolikelihood training of config.model (`glauber.mlm.training`). Writes to the run
 directory: config.json, metrics.jsonl (loss and accuracy every log_every steps, validation
-every eval_every), checkpoints/ (a killed run restarts from its last checkpoint; the metrics
-past it are dropped), model/ (config.json + model.safetensors + tokenizer, loadable by
+every eval_every), checkpoints/ (a killed run restarts from its newest intact checkpoint; the
+metrics past it are dropped), model/ (config.json + model.safetensors + tokenizer, loadable by
 `gmlm.nn.load` and by transformers), delta/ (LoRA runs), report.md and results.json. A rerun
 of a finished run returns its stored results.
 """
@@ -75,9 +75,10 @@ def run(config, workdir: str) -> dict[str, float]:
                      save_interval_steps=config.checkpoint_every)
   state = lambda: {"model": nnx.state(model, nnx.Any(nnx.Param, bert.LoRA)),
                    "opt": nnx.state(optimizer)}
-  start = ckpt.latest_step() or 0
-  if start:  # resume a killed run
-    restored = ckpt.restore(start, state())
+  latest = ckpt.restore_latest(state())   # the newest intact checkpoint of a killed run
+  start = latest[0] if latest is not None else 0
+  if start:
+    restored = latest[1]
     nnx.update(model, restored["model"])
     nnx.update(optimizer, restored["opt"])
   rd.truncate_metrics(start)   # the records a killed run wrote past its checkpoint

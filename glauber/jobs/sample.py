@@ -5,7 +5,8 @@ of each chain at each recorded step, step 0 included, the frozen prefix in front
 report.md (example trajectories; how much of each starting text fit the n free sites) and, when
 config.embedding_model is set, drift.png: the semantic drift 1 - cos(E(x_t), E(x_0)) over time,
 E that model's sentence embedding. Killed runs resume from their last chunk (a checkpoint of the
-chain state); the continuation is bitwise that of an uninterrupted run. A rerun of a finished
+chain state); the continuation is bitwise that of an uninterrupted run, metrics.jsonl included;
+a missing or damaged chunk is recomputed from the checkpoint before it. A rerun of a finished
 run returns its stored results (its measured throughput included) without recomputing.
 
 The chunks are pipelined for accelerators: a chunk is one jitted call with no host round trip
@@ -143,11 +144,10 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
                                                    config.auto_threshold or None)
   state = chains.init_state(x0_BL)
   traj, ckpt = recording.Trajectory(rd.path), recording.checkpoints(rd.path)
-  restored = recording.restore(ckpt, state)
-  done, state = restored if restored is not None else (0, state)
-  traj.drop_from(done)
+  done, state = recording.resume(ckpt, traj, state)
   num_records = config.num_steps // config.record_every
   per_chunk = config.chunk_records
+  rd.truncate_metrics(min(done * per_chunk, num_records) * config.record_every)
   num_chunks = -(-num_records // per_chunk)
   key, mesh = jax.random.key(config.seed), data_mesh(config.num_chains)
   t0, steps_run = time.time(), 0
@@ -187,11 +187,12 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
 
 def _write_chunk(rd: RunDir, traj: recording.Trajectory, ckpt, chunk: int, steps_R: np.ndarray,
                  rec: chains.Records, state: chains.ChainState) -> None:
-  """The chunk's records, then the checkpoint of the state after it (a crash in between
-  resumes from the previous checkpoint and drops the chunk), then its metrics line."""
+  """The chunk's records, its metrics line, then the checkpoint of the state after it: a kill
+  anywhere resumes from a checkpoint whose chunks and metrics lines are all on disk (those
+  written past it are dropped and redone)."""
   traj.write(chunk, steps_R, rec.tokens_RBN, rec.logp_RBN)
-  recording.save(ckpt, chunk + 1, state)
   rd.log_metrics(int(steps_R[-1]), {"chunk": chunk, "iterations": int(state.t)})
+  recording.save(ckpt, chunk + 1, state)
 
 
 def semantic_drift(embedding_model: str, texts_RB: np.ndarray) -> np.ndarray:

@@ -73,7 +73,10 @@ def initialize_distributed(mode: str = "auto") -> bool:
   several = ("JAX_COORDINATOR_ADDRESS" in env or int(env.get("SLURM_NTASKS", "1")) > 1
              or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1)
   if (mode == "on" or (mode == "auto" and several)) and not jax.distributed.is_initialized():
-    jax.distributed.initialize()
+    # jax 0.10 reads JAX_COORDINATOR_ADDRESS itself but not the process count and id.
+    count, index = env.get("JAX_NUM_PROCESSES"), env.get("JAX_PROCESS_ID")
+    jax.distributed.initialize(num_processes=None if count is None else int(count),
+                               process_id=None if index is None else int(index))
     logging.info("process %d of %d, %d local of %d devices", jax.process_index(),
                  jax.process_count(), jax.local_device_count(), jax.device_count())
   return jax.process_count() > 1

@@ -78,14 +78,16 @@ def run(config, workdir: str) -> dict:
   """Hitting times of R_1 for every (variant, J, sampler); results.json, figure, report.md."""
   validate(config)
   run_dir = RunDir(workdir, config)
-  results = measure(config)
+  results = measure(config, run_dir)
   run_dir.write_results(results)
   render(run_dir, config, results)
   return results
 
 
-def measure(config) -> dict:
-  """Simulated (and, for N <= 12, exact) hitting-time statistics per variant, J and sampler."""
+def measure(config, run_dir: RunDir | None = None) -> dict:
+  """Simulated (and, for N <= 12, exact) hitting-time statistics per variant, J and sampler.
+  With run_dir, each finished (variant, J, sampler) cell is stored there (RunDir.cell): a
+  killed run, rerun, skips the cells it finished (each cell has its own key)."""
   n, c, budget = config.n, config.clique_size, config.budget
   do_exact = config.exact and n <= exact.MAX_DENSE_N
   key = jax.random.key(config.seed)
@@ -101,18 +103,22 @@ def measure(config) -> dict:
     target_S = np.all(all_states(n)[:, :c] == 1, axis=1) if do_exact else None
     for method, k in _samplers(config):
       name = f"k={k}" if method == "gibbs" else "parallel"
-      hits_B = np.asarray(samplers.hitting_times_to_mode(
-          jax.random.fold_in(key, 1 + k + 100 * (method == "parallel")), model, x0_BN, c, budget,
-          method=method, k=k))
-      steps_B = np.where(hits_B < 0, budget, hits_B).astype(float)  # unreached: the budget
-      entry = {"mean_steps": float(steps_B.mean()), "std_steps": float(steps_B.std()),
-               "frac_reached": float(np.mean(hits_B > 0))}
-      if do_exact:
-        P_SS = exact.transition_matrix(model, method, k)
-        surv_T = np.clip(exact.hitting_time_survival(P_SS, start_S, target_S, budget), 0.0, 1.0)
-        # E[min(tau, budget)] = sum_{t < budget} P(tau > t)
-        entry["exact_mean_steps"] = float(surv_T[:-1].sum())
-        entry["exact_prob_reached"] = float(1.0 - surv_T[-1])
+
+      def cell(method=method, k=k) -> dict:
+        hits_B = np.asarray(samplers.hitting_times_to_mode(
+            jax.random.fold_in(key, 1 + k + 100 * (method == "parallel")), model, x0_BN, c,
+            budget, method=method, k=k))
+        steps_B = np.where(hits_B < 0, budget, hits_B).astype(float)  # unreached: the budget
+        entry = {"mean_steps": float(steps_B.mean()), "std_steps": float(steps_B.std()),
+                 "frac_reached": float(np.mean(hits_B > 0))}
+        if do_exact:
+          P_SS = exact.transition_matrix(model, method, k)
+          surv_T = np.clip(exact.hitting_time_survival(P_SS, start_S, target_S, budget), 0, 1)
+          # E[min(tau, budget)] = sum_{t < budget} P(tau > t)
+          entry["exact_mean_steps"] = float(surv_T[:-1].sum())
+          entry["exact_prob_reached"] = float(1.0 - surv_T[-1])
+        return entry
+      entry = cell() if run_dir is None else run_dir.cell(f"hitting_{variant}_J{J:g}_{name}", cell)
       results["variants"].setdefault(variant, {}).setdefault(f"{J:g}", {})[name] = entry
       bar.update()
   bar.close()

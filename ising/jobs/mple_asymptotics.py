@@ -39,7 +39,7 @@ def run(config, workdir: str) -> dict:
   """Exact Tr Sigma_k vs n E||theta_hat - theta*||^2 at large n; Theorems 1 and 2."""
   validate(config)
   run_dir = RunDir(workdir, config)  # the config as given (quick=True, not QUICK's values)
-  results = measure(mple.with_quick(config, QUICK))
+  results = measure(mple.with_quick(config, QUICK), run_dir)
   if config.get("random_models", 0):  # Theorems 1-2 beyond the clique model
     results["random_models"] = mple.random_model_checks(int(config.random_models),
                                                         int(config.seed), results["masks"])
@@ -48,8 +48,9 @@ def run(config, workdir: str) -> dict:
   return results
 
 
-def measure(config) -> dict:
-  """Per J and k: Tr Sigma_k, n E err^2 over the data sets, C_k and the Theorem 1-2 margins."""
+def measure(config, run_dir: RunDir | None = None) -> dict:
+  """Per J and k: Tr Sigma_k, n E err^2 over the data sets, C_k and the Theorem 1-2 margins.
+  With run_dir, each J's fits are stored there: a killed run, rerun, skips the finished ones."""
   modes, ks = mple.parse_masks(config.masks), sorted(set(config.ks))
   n_large, reps = int(config.n_large), int(config.repetitions)
   results = {"n_large": n_large, "repetitions": reps, "ks": ks, "masks": modes, "models": {},
@@ -64,7 +65,8 @@ def measure(config) -> dict:
     I_half = evecs @ np.diag(np.sqrt(evals)) @ evecs.T
     sig = {m: {k: kmple_asymptotics(model, k, m)["sigma"] for k in ks} for m in modes}
     out = {"trace_fisher_inv": float(np.trace(I_inv)), "k": {}}
-    err, failed = mple.squared_errors(model, ks, modes, n_large, reps, base)
+    err, failed = mple.stored_squared_errors(run_dir, f"mple_asymptotics_J{coupling:g}",
+                                             model, ks, modes, n_large, reps, base)
     results["nonconverged_fits"] += failed
     for k in ks:
       t2 = theorem2_check(model, k, "sampled")

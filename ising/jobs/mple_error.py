@@ -35,14 +35,15 @@ def run(config, workdir: str) -> dict:
   """Figures 1 and 2: mean squared parameter error of the k-MPLE vs n, one PNG per J."""
   validate(config)
   run_dir = RunDir(workdir, config)  # the config as given (quick=True, not QUICK's values)
-  results = measure(mple.with_quick(config, QUICK))
+  results = measure(mple.with_quick(config, QUICK), run_dir)
   run_dir.write_results(results)
   render(run_dir, config, results)
   return results
 
 
-def measure(config) -> dict:
-  """Per J, mask mode, k and n: mean and std of the squared error; Tr Sigma_k per J."""
+def measure(config, run_dir: RunDir | None = None) -> dict:
+  """Per J, mask mode, k and n: mean and std of the squared error; Tr Sigma_k per J. With
+  run_dir, each finished (J, n) cell of fits is stored there: a killed run, rerun, skips them."""
   modes, ks = mple.parse_masks(config.masks), sorted(set(config.ks))
   sizes, reps = [int(n) for n in config.sample_sizes], int(config.repetitions)
   results = {"sample_sizes": sizes, "ks": ks, "masks": modes, "repetitions": reps,
@@ -56,7 +57,8 @@ def measure(config) -> dict:
     base = jax.random.fold_in(jax.random.key(config.seed), c_idx)
     errs = {m: {k: np.zeros((len(sizes), reps)) for k in ks} for m in modes}
     for i, n in enumerate(sizes):
-      err, failed = mple.squared_errors(model, ks, modes, n, reps, jax.random.fold_in(base, i))
+      err, failed = mple.stored_squared_errors(run_dir, f"mple_error_J{coupling:g}_n{n}", model,
+                                               ks, modes, n, reps, jax.random.fold_in(base, i))
       results["nonconverged_fits"] += failed
       for (m, k), values in err.items():
         errs[m][k][i] = values
