@@ -69,7 +69,7 @@ def _has(config: Any, key: str) -> bool:
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises gmlm.checks.ConfigError naming the first key of the training config that is
   missing or out of range; reads no file and loads nothing."""
-  checks.check_int(config, "seed")
+  checks.check_int(config, "seed", lo=0)
   for key in ("data.corpus_dir", "data.source_lang", "data.target_lang"):
     _check_str(config, key, empty_ok=False)
   for key in ("data.vocab_path", "data.tfds_data_dir"):
@@ -82,7 +82,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)
   checks.check_int(config, "data.max_source_length", lo=1)
   checks.check_int(config, "data.max_target_length", lo=1)
-  if _has(config, "data.bucket_boundaries") and len(config.data.bucket_boundaries):
+  if _has(config, "data.bucket_boundaries") and not (
+      isinstance(config.data.bucket_boundaries, (list, tuple))
+      and len(config.data.bucket_boundaries) == 0):   # () = no buckets
     checks.check_ints(config, "data.bucket_boundaries", lo=1)
   checks.check_choice(config, "model.decoder", ("nar", "ar"))
   for key in ("model.num_encoder_layers", "model.num_decoder_layers"):
