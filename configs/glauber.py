@@ -35,7 +35,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.pad_text = False           # pad texts shorter than n with [MASK] instead of failing
   c.num_chains = 16
   c.num_steps = 400
-  c.record_every = 20
+  c.record_every = 20           # a record every this many steps; num_steps is a multiple of it
   c.chunk_records = 5          # records per npz chunk / checkpoint (>= 1)
   c.record_logprobs = False    # also store log p^T(x_i | x_-i) of every site at each record
   c.method = "glauber"         # glauber | sweep | block | parallel

@@ -27,6 +27,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.temperatures = [0.5, 1.0, 2.0, 4.0]
   c.num_pairs = 32
   c.num_steps = 400
-  c.record_every = 20
+  c.record_every = 20           # a record every this many steps; num_steps is a multiple of it
   c.seed = 0
   return c

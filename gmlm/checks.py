@@ -101,6 +101,15 @@ def check_floats(config: Any, key: str, lo: float | None = None, *, lo_open: boo
   return [float(x) for x in v]
 
 
+def check_multiple(config: Any, key: str, of: str) -> int:
+  """config[key] a multiple of config[of] (positive integers, checked before, key >= of); the
+  message names the two nearest multiples."""
+  v, m = get(config, key), get(config, of)
+  check(v % m == 0, key, v, f"must be a multiple of {of}={m} (nothing is rounded); use "
+        f"{key}={v // m * m} or {(v // m + 1) * m}")
+  return v
+
+
 def check_file(config: Any, key: str, *, optional: bool = False) -> str | None:
   """A path to an existing file (or empty when optional)."""
   v = get(config, key)

@@ -188,3 +188,23 @@ def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(name, ent
     assert message.startswith(f"config.{key}={info.value.value!r}: "), message
     assert len(info.value.allowed) > 10, message   # says what is allowed
   assert not workdir.exists()
+
+
+@pytest.mark.parametrize("name,overrides,key,match", [
+    ("glauber", {"num_steps": 410}, "num_steps",
+     r"must be a multiple of record_every=20 .*num_steps=400 or 420"),
+    ("glauber_coupling", {"num_steps": 30}, "num_steps",
+     r"must be a multiple of record_every=20 .*num_steps=20 or 40"),
+    ("glauber", {"method": "parallel", "block_size": 2}, "block_size", "'block' and 'sweep' only"),
+    ("glauber", {"exclude_pattern": "("}, "exclude_pattern", "not a regular expression"),
+    ("padir_bible_en_es", {"mesh.data": -2}, "mesh.data", ">= -1"),
+])
+def test_a_bad_combination_is_refused_naming_the_key_and_the_fix(name, overrides, key, match,
+                                                                tmp_path):
+  config = base_config(name, tmp_path)
+  for k, v in overrides.items():
+    with_value(config, k, v)
+  with pytest.raises(ConfigError, match=match) as info:
+    cli.prepare(config, str(tmp_path / "run"), "sample.py" if "glauber" in name else "train.py")
+  assert info.value.key == key
+  assert not (tmp_path / "run").exists()

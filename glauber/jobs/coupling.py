@@ -39,6 +39,7 @@ def validate(config) -> None:
   checks.check_int(config, "num_pairs", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
+  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
   checks.check_int(config, "seed", lo=0)
 
 

@@ -57,6 +57,7 @@ def validate(config) -> None:
   checks.check_int(config, "num_chains", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
+  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
   checks.check_int(config, "chunk_records", lo=1)
   method = checks.check_choice(config, "method", chains.METHODS)
   k = checks.check_int(config, "block_size", lo=1, hi=config.num_sites)
