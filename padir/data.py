@@ -32,13 +32,16 @@ from typing import Any, Mapping, Sequence
 import grain
 import numpy as np
 
+from gmlm.checks import UserError
+
 from padir import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid", "test")
 
 
-class CorpusError(ValueError):
-  """A malformed local corpus; the message names the file and line."""
+class CorpusError(UserError):
+  """A malformed local corpus; the message names the file and line (a UserError: the entry
+  points print it as one line)."""
 
 
 # ----------------------------------------------------------------------------- reading files
