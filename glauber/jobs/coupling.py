@@ -47,7 +47,7 @@ def run(config, workdir: str) -> dict:
   validate(config)
   if (stored := finished(config, workdir)) is not None:
     return stored
-  model, tokenizer = load_mlm(config.model, config.dtype)
+  model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   rd = RunDir(workdir, config)
   rows = measure(config, model, tokenizer, rd)
   rd.savefig(figure(config, rows), "coupling_time.png")
