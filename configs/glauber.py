@@ -22,6 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.job = "glauber.jobs.sample"
   c.model = "default"          # "default" (the embedded English MLM), an HF id or a local dir
   c.dtype = "float32"          # compute dtype; "bfloat16" is faster, float32 for exactness
+  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
   c.temperature = 1.0          # 0 = argmax, inf = uniform over the candidates
   c.top_k = 0                  # 0 = no truncation
   c.top_p = 1.0                # 1 = no truncation
@@ -30,12 +31,13 @@ def get_config() -> ml_collections.ConfigDict:
   c.num_sites = 12             # n free sites after the prefix
   c.prefix = "albert einstein said that"  # frozen, never updated
   c.init = "text"              # text | random | mask
-  c.init_text = ["the theory of relativity changed how physicists think about space and time .",
-                 "the weather in paris is mild in spring and the parks are full of people ."]
+  c.init_text = "|".join([     # texts separated by "|", or a text file (one text per line)
+      "the theory of relativity changed how physicists think about space and time .",
+      "the weather in paris is mild in spring and the parks are full of people ."])
   c.pad_text = False           # pad texts shorter than n with [MASK] instead of failing
   c.num_chains = 16
   c.num_steps = 400
-  c.record_every = 20
+  c.record_every = 20           # a record every this many steps; num_steps is a multiple of it
   c.chunk_records = 5          # records per npz chunk / checkpoint (>= 1)
   c.record_logprobs = False    # also store log p^T(x_i | x_-i) of every site at each record
   c.method = "glauber"         # glauber | sweep | block | parallel

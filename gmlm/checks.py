@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 
@@ -101,6 +102,15 @@ def check_floats(config: Any, key: str, lo: float | None = None, *, lo_open: boo
   return [float(x) for x in v]
 
 
+def check_multiple(config: Any, key: str, of: str) -> int:
+  """config[key] a multiple of config[of] (positive integers, checked before, key >= of); the
+  message names the two nearest multiples."""
+  v, m = get(config, key), get(config, of)
+  check(v % m == 0, key, v, f"must be a multiple of {of}={m} (nothing is rounded); use "
+        f"{key}={v // m * m} or {(v // m + 1) * m}")
+  return v
+
+
 def check_file(config: Any, key: str, *, optional: bool = False) -> str | None:
   """A path to an existing file (or empty when optional)."""
   v = get(config, key)
@@ -108,6 +118,26 @@ def check_file(config: Any, key: str, *, optional: bool = False) -> str | None:
     return None
   check(isinstance(v, str) and os.path.isfile(v), key, v, "no such file; give an existing path")
   return v
+
+
+def read_text(path: str | os.PathLike, error: type[UserError] = UserError) -> str:
+  """A UTF-8 text file, with universal newlines ("\\r\\n" and "\\r" read as "\\n"); invalid UTF-8
+  raises `error` naming the file, the line and the byte."""
+  raw = Path(path).read_bytes()
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    column = e.start - raw.rfind(b"\n", 0, e.start)
+    raise error(f"{path}, line {line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                f"{column}); save the file as UTF-8") from None
+  return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_lines(path: str | os.PathLike, error: type[UserError] = UserError) -> list[str]:
+  """The lines of a UTF-8 text file (`read_text`), without their line ends."""
+  lines = read_text(path, error).split("\n")
+  return lines[:-1] if lines[-1] == "" else lines
 
 
 def _range(lo, hi) -> str:

@@ -130,6 +130,6 @@ def check_config(config) -> None:
   checks.check(bool(parse_masks(masks)), "masks", masks,
                f"give a comma-separated subset of {', '.join(MASK_MODES)}")
   checks.check_int(config, "repetitions", lo=2)
-  checks.check_int(config, "seed")
+  checks.check_int(config, "seed", lo=0)
   quick = checks.get(config, "quick")
   checks.check(isinstance(quick, bool), "quick", quick, "must be True or False")

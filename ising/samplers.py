@@ -99,6 +99,10 @@ def make_step(method: Method, k: int, n: int) -> Callable:
         logits_BC = block_logits(model, x_BN, sites_BK, configs_CK)
         return draws.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
   elif method == "parallel":
+    if k != 1:
+      raise ValueError(f"method='parallel' updates all sites per step; block size k={k!r} "
+                       "applies to 'gibbs' only (pass k=1)")
+
     def step(key, model, x_BN):
       sites_BN = blocks.all_sites(x_BN.shape[0], n)
       return draws.draw_product(key, x_BN, sites_BN, site_logits(model, x_BN), SPIN_VALUES)

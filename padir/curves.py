@@ -18,6 +18,16 @@ from typing import Any, Sequence
 from gmlm.runs import RunDir
 
 
+DATA_REPORT = "data.json"  # the train split's pair counts (padir.training.check_data)
+
+
+def dropped_line(counts: dict[str, int]) -> str:
+  """"dropped D of N pairs longer than max_source_length=S / max_target_length=T tokens"."""
+  return (f"dropped {counts['too_long']} of {counts['total']} pairs longer than "
+          f"max_source_length={counts['max_source_length']} / "
+          f"max_target_length={counts['max_target_length']} tokens")
+
+
 def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
   """(training records, evaluation records) of a run, one per step (the last one written)."""
   path = os.path.join(workdir, "metrics.jsonl")
@@ -75,6 +85,12 @@ def report(workdir: str) -> str:
     last = train[-1]
     lines += [f"{last['step']} training steps; last training loss {last['train_loss']:.3f}, "
               f"{1 / last['steps_per_second']:.2f} s/step over the last log interval.", ""]
+  data_path = os.path.join(workdir, DATA_REPORT)
+  if os.path.isfile(data_path):
+    with open(data_path, encoding="utf-8") as f:
+      counts = json.load(f)["train"]
+    lines += [f"Training data: kept {counts['kept']} pairs; {dropped_line(counts)} (EOS "
+              "included).", ""]
   lines += ["| step | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
   for r in evals:
     cells = [f"{r[c]:.4g}" if c in r else "" for c in cols]

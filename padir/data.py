@@ -25,6 +25,7 @@ then pass `source`, with keys=("de", "en"), to `make_dataset` below.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 from typing import Any, Mapping, Sequence
@@ -32,21 +33,24 @@ from typing import Any, Mapping, Sequence
 import grain
 import numpy as np
 
+from gmlm import checks
+from gmlm.checks import UserError
+
 from padir import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid", "test")
 
 
-class CorpusError(ValueError):
-  """A malformed local corpus; the message names the file and line."""
+class CorpusError(UserError):
+  """A malformed local corpus; the message names the file and line (a UserError: the entry
+  points print it as one line)."""
 
 
 # ----------------------------------------------------------------------------- reading files
 
 
 def _read_lines(path: str) -> list[str]:
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\n").rstrip("\r") for line in f]
+  return checks.read_lines(path, CorpusError)   # invalid UTF-8: names the file and line
 
 
 def read_tsv(path: str) -> list[tuple[str, str]]:
@@ -95,6 +99,18 @@ def split_files(corpus_dir: str, split: str, source_lang: str, target_lang: str)
     return aligned
   raise CorpusError(f"no {split} split in {corpus_dir}: expected {tsv} or {aligned[0]} + "
                     f"{aligned[1]}")
+
+
+def fingerprint(files: dict[str, list[str]]) -> str:
+  """SHA-256 of the corpus files of some splits ({split: split_files(...)}), in that order: the
+  name of the tfds dataset built from them, and what a vocabulary records of its training data."""
+  digest = hashlib.sha256()
+  for split, paths in files.items():
+    for path in paths:
+      digest.update(split.encode())
+      with open(path, "rb") as f:
+        digest.update(f.read())
+  return digest.hexdigest()
 
 
 def read_split(corpus_dir: str, split: str, source_lang: str,

@@ -7,13 +7,12 @@ dataset is built (`local_data_sources`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any, Sequence
 
 import tensorflow_datasets as tfds
 
-from padir.data import SPLITS, read_split, split_files
+from padir.data import SPLITS, fingerprint, read_split, split_files
 
 
 class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
@@ -37,13 +36,8 @@ class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
     self._corpus_dir = corpus_dir
     self._langs = (source_lang, target_lang)
     self._files = {s: split_files(corpus_dir, s, source_lang, target_lang) for s in splits}
-    digest = hashlib.sha256()
-    for split in splits:
-      for path in self._files[split]:
-        digest.update(split.encode())
-        with open(path, "rb") as f:
-          digest.update(f.read())
-    config = tfds.core.BuilderConfig(name=f"{source_lang}_{target_lang}_{digest.hexdigest()[:12]}")
+    digest = fingerprint(self._files)
+    config = tfds.core.BuilderConfig(name=f"{source_lang}_{target_lang}_{digest[:12]}")
     kwargs.setdefault("file_format", "array_record")
     super().__init__(config=config, **kwargs)
 

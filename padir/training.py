@@ -70,7 +70,7 @@ def _has(config: Any, key: str) -> bool:
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises gmlm.checks.ConfigError naming the first key of the training config that is
   missing or out of range; reads no file and loads nothing."""
-  checks.check_int(config, "seed")
+  checks.check_int(config, "seed", lo=0)
   for key in ("data.corpus_dir", "data.source_lang", "data.target_lang"):
     _check_str(config, key, empty_ok=False)
   for key in ("data.vocab_path", "data.tfds_data_dir"):
@@ -83,7 +83,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)
   checks.check_int(config, "data.max_source_length", lo=1)
   checks.check_int(config, "data.max_target_length", lo=1)
-  if _has(config, "data.bucket_boundaries") and len(config.data.bucket_boundaries):
+  if _has(config, "data.bucket_boundaries") and not (
+      isinstance(config.data.bucket_boundaries, (list, tuple))
+      and len(config.data.bucket_boundaries) == 0):   # () = no buckets
     checks.check_ints(config, "data.bucket_boundaries", lo=1)
   checks.check_choice(config, "model.decoder", ("nar", "ar"))
   for key in ("model.num_encoder_layers", "model.num_decoder_layers"):
@@ -176,6 +178,28 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   return train_step, eval_step
 
 
+def check_data(config: ml_collections.ConfigDict, rd: RunDir, report: data.FilterReport,
+               valid_source: Any, tok: tokenizer_lib.Tokenizer) -> None:
+  """Before the first step: says (WARNING, data.json, report.md) how many training pairs are
+  dropped as too long, and refuses a valid split with fewer pairs within the maximum lengths
+  than one batch (evaluation would fail at its first batch)."""
+  d, batch_size = config.data, config.train.batch_size
+  limits = (f"max_source_length={d.max_source_length} / max_target_length={d.max_target_length}"
+            " tokens")
+  counts = {"total": report.total, "kept": report.kept, "too_long": report.too_long,
+            "max_source_length": d.max_source_length, "max_target_length": d.max_target_length}
+  rd.write_json(curves.DATA_REPORT, {"train": counts})
+  if report.too_long:
+    logging.warning("train: %s (EOS included); raise the limits to keep them",
+                    curves.dropped_line(counts))
+  _, valid = data.filter_by_length(valid_source, tok, d.max_source_length, d.max_target_length)
+  if valid.kept < batch_size:
+    raise data.CorpusError(
+        f"the valid split of {d.corpus_dir} has {valid.kept} pairs within {limits} ({valid.total}"
+        f" in all), fewer than train.batch_size={batch_size}: evaluation needs one full batch; "
+        "add validation pairs, raise the maximum lengths or lower train.batch_size")
+
+
 def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   """Trains (or resumes) in rd (opened with `open_run`); returns the last logged metrics."""
   multi_process = jax.process_count() > 1
@@ -204,8 +228,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
       seed=config.seed, num_epochs=None, name="train",
       bucket_boundaries=tuple(d.get("bucket_boundaries", ())),
       shard_index=jax.process_index(), shard_count=jax.process_count())
-  logging.info("train: kept %d of %d pairs (%d longer than the maximum lengths dropped)",
-               report.kept, report.total, report.too_long)
+  check_data(config, rd, report, sources["valid"], tok)
   train_iter = iter(train_ds)
 
   # Model and optimizer, created in place on the mesh if there is one.

@@ -39,6 +39,7 @@ def validate(config) -> None:
   checks.check_int(config, "num_pairs", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
+  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
   checks.check_int(config, "seed", lo=0)
 
 
@@ -46,7 +47,7 @@ def run(config, workdir: str) -> dict:
   validate(config)
   if (stored := finished(config, workdir)) is not None:
     return stored
-  model, tokenizer = load_mlm(config.model, config.dtype)
+  model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   rd = RunDir(workdir, config)
   rows = measure(config, model, tokenizer, rd)
   rd.savefig(figure(config, rows), "coupling_time.png")

@@ -37,7 +37,7 @@ def run(config, workdir: str) -> dict:
   if (stored := finished(config, workdir)) is not None:
     return stored
   t0 = time.time()
-  model, tokenizer = load_mlm(config.model, config.dtype)
+  model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   rd = RunDir(workdir, config)
   results = {"model": config.model or "default", "seed": config.seed}
   rows = []

@@ -29,6 +29,7 @@ from glauber.layout import Layout, max_sequence_length
 from glauber.jobs import finished
 from glauber.oracle import load_mlm, model_name, validate_model
 from gmlm import checks
+from gmlm.checks import UserError
 from gmlm.core.mesh import data_mesh
 from gmlm.runs import RunDir, markdown_table
 
@@ -56,13 +57,16 @@ def validate(config) -> None:
     text = checks.get(config, "init_text")
     ok = isinstance(text, str) and text.strip() or (
         isinstance(text, (list, tuple)) and text and all(isinstance(t, str) for t in text))
-    checks.check(bool(ok), "init_text", text, "must be a text, a .txt file of texts (one per "
-                 "line) or a non-empty list of texts")
-    if isinstance(text, str) and text.endswith(".txt"):
-      checks.check_file(config, "init_text")
+    checks.check(bool(ok), "init_text", text, "must be a text, texts separated by '|', a text "
+                 "file (one text per line) or a non-empty list of texts")
+    try:
+      init_states.read_texts(text)
+    except UserError as e:
+      raise checks.ConfigError("init_text", text, str(e)) from None
   checks.check_int(config, "num_chains", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
+  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
   checks.check_int(config, "chunk_records", lo=1)
   method = checks.check_choice(config, "method", chains.METHODS)
   k = checks.check_int(config, "block_size", lo=1, hi=config.num_sites)
@@ -99,7 +103,7 @@ def run(config, workdir: str) -> dict:
   validate(config)
   if (stored := finished(config, workdir)) is not None:
     return stored
-  model, tokenizer = load_mlm(config.model, config.dtype)
+  model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   vocab_size = model.config.vocab_size
   candidates = chains.candidate_ids(tokenizer, vocab_size, exclude_special=config.exclude_special,
                                     exclude_pattern=config.exclude_pattern or None)
@@ -126,7 +130,7 @@ def run(config, workdir: str) -> dict:
   results["fraction_of_sites_changed_between_records"] = (
       float(np.mean(free_RBN[1:] != free_RBN[:-1])) if len(steps_R) > 1 else 0.0)
   if config.embedding_model:
-    drift_RB = semantic_drift(config.embedding_model, texts_RB)
+    drift_RB = semantic_drift(config.embedding_model, texts_RB, config.allow_pickle)
     results["final_mean_drift"] = float(drift_RB[-1].mean())
     results["embedding_model"] = config.embedding_model
     rd.savefig(drift_figure(config, lay, steps_R, drift_RB), "drift.png")
@@ -195,11 +199,12 @@ def _write_chunk(rd: RunDir, traj: recording.Trajectory, ckpt, chunk: int, steps
   recording.save(ckpt, chunk + 1, state)
 
 
-def semantic_drift(embedding_model: str, texts_RB: np.ndarray) -> np.ndarray:
+def semantic_drift(embedding_model: str, texts_RB: np.ndarray,
+                   allow_pickle: bool = False) -> np.ndarray:
   """drift_RB = 1 - cos(E(x_r), E(x_0)) of each chain's texts, E the model's unit-norm
   sentence embedding (`gmlm.nn.embed`)."""
   from gmlm import nn as gm
-  emb_model, emb_tok = gm.load(embedding_model)
+  emb_model, emb_tok = gm.load(embedding_model, allow_pickle=allow_pickle)
   flat = list(texts_RB.reshape(-1))
   e_XD = np.concatenate([np.asarray(gm.embed(emb_model, emb_tok, flat[i:i + 256]))
                          for i in range(0, len(flat), 256)])

@@ -17,6 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from gmlm import checks
 from gmlm import nn as gm
 from gmlm.nn import bert
 
@@ -24,8 +25,9 @@ Array = jax.Array
 
 
 def read_lines(path: str, min_chars: int) -> list[str]:
-  with open(path, encoding="utf-8", errors="replace") as f:
-    return [line.strip() for line in f if len(line.strip()) >= min_chars]
+  """The stripped lines of a UTF-8 file with at least min_chars characters (invalid UTF-8 is a
+  UserError naming the file and line)."""
+  return [line.strip() for line in checks.read_lines(path) if len(line.strip()) >= min_chars]
 
 
 def pack_sentences(tokenizer, documents: list[list[str]], seq_len: int) -> list[str]:
@@ -109,7 +111,7 @@ def kpl_loss(model, tokens_BL: Array, attention_mask_BL: Array, key: Array, k: i
 
 def load_for_training(config) -> tuple[bert.Bert, Any]:
   dtype = jnp.dtype(config.dtype)
-  model, tokenizer = gm.load(config.model, dtype=dtype)
+  model, tokenizer = gm.load(config.model, dtype=dtype, allow_pickle=config.allow_pickle)
   if not isinstance(model, bert.Bert):
     raise ValueError(f"config.model={config.model!r} is a {type(model).__name__}; MLM "
                      "fine-tuning supports BERT/RoBERTa checkpoints.")

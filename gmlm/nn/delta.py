@@ -4,7 +4,8 @@
   model, tokenizer = load_with_delta("DIR")     # base + delta, adapters merged: a plain Bert
 
 DIR holds `delta.safetensors` (float16 by default; tensor names are nnx state paths) and
-`delta.json` (base, LoRA rank/alpha/targets, head config, SHA-256 of the tensors file).
+`delta.json` (base, LoRA rank/alpha/targets, head config, SHA-256 of the tensors file: required,
+checked on every load).
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def apply_delta(model: bert.Bert, directory: str | os.PathLike, merge: bool = Tr
   meta = json.loads(meta_path.read_text())
   raw = delta_path.read_bytes()
   digest = hashlib.sha256(raw).hexdigest()
-  if meta.get("sha256") and digest != meta["sha256"]:
+  if not meta.get("sha256"):
+    raise ValueError(f"{meta_path} has no 'sha256' of {DELTA_FILE}, so the tensors cannot be "
+                     "checked: re-save the delta with gmlm.nn.delta.save_delta (or restore "
+                     f"{META_FILE}).")
+  if digest != meta["sha256"]:
     raise ValueError(f"{delta_path} is corrupt: its SHA-256 {digest[:12]}... differs from the "
                      f"{meta['sha256'][:12]}... recorded in {meta_path}. Restore the file.")
   if model.head is None:

@@ -66,7 +66,7 @@ def validate(config) -> None:
                  "must be True or False")
   checks.check_int(config, "num_chains", lo=1)
   checks.check_int(config, "budget", lo=1)
-  checks.check_int(config, "seed")
+  checks.check_int(config, "seed", lo=0)
 
 
 def _samplers(config) -> list[tuple[str, int]]:

@@ -88,6 +88,19 @@ def test_delta_round_trip_and_clear_errors(tmp_path):
     delta.load_with_delta(tmp_path / "base")
 
 
+def test_a_delta_without_its_sha256_is_refused(tmp_path):
+  model = _tiny(tmp_path)
+  model.add_lora(2, seed=0)
+  delta.save_delta(model, tmp_path / "delta", base=str(tmp_path / "base"),
+                   trainable=mlm_training.trainable({"lora_rank": 2}))
+  meta_path = tmp_path / "delta" / "delta.json"
+  meta = json.loads(meta_path.read_text())
+  del meta["sha256"]
+  meta_path.write_text(json.dumps(meta))
+  with pytest.raises(ValueError, match=r"delta.json has no 'sha256'.*save_delta"):
+    delta.load_with_delta(tmp_path / "delta")
+
+
 def test_strip_wiki_and_sentences():
   raw = ("{{Infobox|name={{nested|x}}}}'''Anarchism''' is a [[political philosophy]] that "
          "rejects [[State (polity)|states]].<ref>Some book, p. 3</ref> It was named in "

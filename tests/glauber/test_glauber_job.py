@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import jax
 import numpy as np
@@ -20,6 +21,26 @@ from gmlm.checks import ConfigError, UserError
 def tokenizer(splade_dir):
   from transformers import AutoTokenizer
   return AutoTokenizer.from_pretrained(str(splade_dir))
+
+
+def test_init_text_is_texts_a_file_or_a_missing_path_error(tmp_path, monkeypatch):
+  """The rule: "a|b" is two texts (the command-line form of a list); an existing file holds one
+  text per line; a string that looks like a path (a known text suffix, or one word with a path
+  separator) and names no file is an error; any other string is one text."""
+  monkeypatch.chdir(tmp_path)
+  assert init_states.read_texts("first text | second text") == ["first text", "second text"]
+  assert init_states.read_texts("either/or is a choice") == ["either/or is a choice"]
+  assert init_states.read_texts("just one text") == ["just one text"]
+  for missing in ("texts/start", "start.txt", "./start", "my texts/start.lines"):
+    with pytest.raises(UserError, match=rf"init text file '{re.escape(missing)}' does not exist"):
+      init_states.read_texts(missing)
+  (tmp_path / "start").write_text("a first text\n\nsecond text\n")   # a file, any name
+  assert init_states.read_texts("start") == ["a first text", "second text"]
+  (tmp_path / "bad.txt").write_bytes(b"fine\nnot \xff fine\n")
+  with pytest.raises(UserError, match=r"bad.txt, line 2: not valid UTF-8 \(byte 0xff at column 5"):
+    init_states.read_texts("bad.txt")
+  with pytest.raises(UserError, match="empty"):
+    init_states.read_texts(" | ")
 
 
 def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
@@ -179,7 +200,7 @@ def _config(name: str, **overrides):
     ("glauber", "sample.py", "init", "zeros"),
     ("glauber", "sample.py", "dtype", "float8"),
     ("glauber_coupling", "sample.py", "num_pairs", 0),
-    ("glauber_coupling", "sample.py", "temperatures", [1.0, -2.0]),
+    ("glauber_coupling", "sample.py", "temperatures", (1.0, -2.0)),
     ("mlm_eval", "sample.py", "sources", ("books",)),
     ("mlm_minilm", "train.py", "learning_rate", 0.0),
     ("mlm_minilm", "train.py", "data.path", "no/such/file.txt"),

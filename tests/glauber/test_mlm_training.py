@@ -24,6 +24,17 @@ CORPUS = ["the cat sat on the mat and looked at the dog",
           "a bird sang in the tree and the cat listened"] * 40
 
 
+def test_invalid_utf8_in_the_training_text_names_the_file_and_line(tmp_path):
+  """It was read with errors="replace": the bad bytes trained silently as U+FFFD."""
+  path = tmp_path / "lines.txt"
+  path.write_bytes(b"a long enough first line\r\nshort\nthe second \xc3( line\n")
+  with pytest.raises(UserError, match=r"lines.txt, line 3: not valid UTF-8 \(byte 0xc3 at "
+                                      r"column 12\)"):
+    mlm_training.read_lines(str(path), min_chars=6)
+  path.write_bytes(b"a long enough first line\r\nshort\n")
+  assert mlm_training.read_lines(str(path), min_chars=6) == ["a long enough first line"]
+
+
 def test_positions_are_distinct_maskable_and_at_most_k():
   ok = jnp.array([[0, 1, 1, 1, 0, 0], [0, 1, 0, 0, 0, 0]], bool)
   for seed in range(5):

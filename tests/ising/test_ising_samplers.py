@@ -159,6 +159,8 @@ def test_same_key_same_chains_on_one_or_eight_devices(tmp_path):
     (dict(k=5), "k=5"),
     (dict(k=0), "k=0"),
     (dict(method="metropolis"), "metropolis"),
+    (dict(method="parallel", k=0), r"method='parallel' updates all sites per step; block size k=0"),
+    (dict(method="parallel", k=99), r"block size k=99 applies to 'gibbs' only"),
 ])
 def test_bad_sampler_arguments_raise_clear_errors(kwargs, match):
   model = random_model(4, 0)

@@ -88,6 +88,37 @@ def test_missing_vocabulary_is_an_error(tmp_path):
     tok_lib.Tokenizer(str(tmp_path / "nope.model"))
 
 
+def test_invalid_utf8_names_the_file_and_the_line(tmp_path):
+  path = tmp_path / "train.tsv"
+  path.write_bytes("a house\tuna casa\n".encode() + b"the caf\xe9\tel caf\xe9\n")
+  with pytest.raises(data.CorpusError, match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 "
+                                             r"at column 8\)"):
+    data.read_split(str(tmp_path), "train", "en", "es")
+
+
+def test_a_vocabulary_trained_on_changed_corpus_files_is_refused(tmp_path):
+  """The vocabulary is fingerprinted by the train split it was trained on, like the dataset
+  cache: after the files change, it is refused with the fix instead of silently reused."""
+  import ml_collections
+  from padir import vocab
+  _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
+  config = ml_collections.ConfigDict({"data": {
+      "corpus_dir": str(tmp_path), "source_lang": "en", "target_lang": "es", "vocab_path": "",
+      "vocab_size": 40, "train_vocab": True}})
+  first = vocab.prepare_vocabulary(config)
+  assert vocab.prepare_vocabulary(config).sp.serialized_model_proto() == \
+      first.sp.serialized_model_proto()  # unchanged files: reused
+  with open(tmp_path / "train.tsv", "a", encoding="utf-8") as f:
+    f.write("a new line\tuna línea nueva\n")
+  with pytest.raises(data.CorpusError, match=r"spm40.model was trained on .*train.tsv before it "
+                                             r"changed.*Delete .*spm40.model"):
+    vocab.prepare_vocabulary(config)
+  # A vocabulary made elsewhere (no fingerprint, e.g. a distillation teacher's) is used as given.
+  config.data.vocab_path = str(tmp_path / "copy.model")
+  (tmp_path / "copy.model").write_bytes((tmp_path / "spm40.model").read_bytes())
+  assert vocab.prepare_vocabulary(config).vocab_size == 40
+
+
 # ----------------------------------------------------------------------------- tokenizer
 
 

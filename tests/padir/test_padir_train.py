@@ -36,9 +36,18 @@ def _metrics(workdir: str) -> list[dict]:
     return [json.loads(line) for line in f]
 
 
-def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tmp_path):
+def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tmp_path, caplog):
   workdir = str(tmp_path / "run")
-  train_job.run(_config(toy_corpus, steps=4), workdir)
+  with caplog.at_level("WARNING"):
+    train_job.run(_config(toy_corpus, steps=4), workdir)
+  # Pairs over the maximum lengths (16: about half the toy pairs) are dropped with a WARNING and
+  # a line in report.md, the counts in data.json (they were logged at INFO only).
+  counts = json.loads((tmp_path / "run" / "data.json").read_text())["train"]
+  assert counts["total"] == 200 and 0 < counts["too_long"] == 200 - counts["kept"]
+  line = (f"dropped {counts['too_long']} of 200 pairs longer than max_source_length=16 / "
+          f"max_target_length=16 tokens")
+  assert any(line in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+  assert line in (tmp_path / "run" / "report.md").read_text()
   records = _metrics(workdir)
   assert [r["step"] for r in records if "train_loss" in r] == [2, 4]
   assert [r["step"] for r in records if "valid_loss" in r] == [4]
@@ -54,6 +63,19 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tm
         assert scalars[(k, r["step"])] == pytest.approx(v, rel=1e-6)
   assert ("train_loss", 2) in scalars and ("valid_loss", 4) in scalars
   assert os.path.isfile(os.path.join(workdir, "report.md"))
+
+
+def test_a_validation_split_smaller_than_the_batch_is_refused_before_training(toy_corpus,
+                                                                              tmp_path):
+  """It failed at the first evaluation (~9 minutes into the shipped config's run)."""
+  config = _config(toy_corpus, steps=4)
+  config.train.batch_size = 32   # the toy valid split has 16 pairs
+  with pytest.raises(UserError, match=r"valid split .* has \d+ pairs within max_source_length"
+                                      r"=16 / max_target_length=16 tokens \(16 in all\), fewer "
+                                      r"than train.batch_size=32"):
+    train_job.run(config, str(tmp_path / "run"))
+  assert not os.path.exists(tmp_path / "run" / "checkpoints")
+  assert not os.path.exists(tmp_path / "run" / "metrics.jsonl")
 
 
 def _event_scalars(logdir):
