@@ -57,14 +57,27 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
   sys.path.insert(0, str(REPO))
 
-BERT_BASE = dict(architectures=["BertForMaskedLM"], vocab_size=30522, hidden_size=768,
-                 num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                 max_position_embeddings=512)
-BERT_TINY = dict(BERT_BASE, vocab_size=1200, hidden_size=64, num_hidden_layers=2,
-                 num_attention_heads=4, intermediate_size=128, max_position_embeddings=160)
-CLS, SEP, MASK, FIRST_WORD = 101, 102, 103, 999   # bert-base-uncased ids; < 999: special/unused
+BERT_BASE = dict(
+  architectures=["BertForMaskedLM"],
+  vocab_size=30522,
+  hidden_size=768,
+  num_hidden_layers=12,
+  num_attention_heads=12,
+  intermediate_size=3072,
+  max_position_embeddings=512,
+)
+BERT_TINY = dict(
+  BERT_BASE,
+  vocab_size=1200,
+  hidden_size=64,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=128,
+  max_position_embeddings=160,
+)
+CLS, SEP, MASK, FIRST_WORD = 101, 102, 103, 999  # bert-base-uncased ids; < 999: special/unused
 N_SITES, L_CHAIN = 20, 22
-TRAP, TRAP_BIAS = 1100, 12.0   # a head bias that plants a low-temperature trap (random model)
+TRAP, TRAP_BIAS = 1100, 12.0  # a head bias that plants a low-temperature trap (random model)
 SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "ising", "padir")
 
 
@@ -78,7 +91,7 @@ class Sizes:
   chain_steps: int
   nfold_chains: int
   nfold_steps: int
-  ising_clique: tuple[int, int, int]   # n, chains, steps
+  ising_clique: tuple[int, int, int]  # n, chains, steps
   ising_dense: tuple[int, int, int]
   ising_ks: tuple[int, ...]
   padir: dict
@@ -86,30 +99,70 @@ class Sizes:
   padir_length: int
   latency_calls: int
   min_seconds: float
-  shares_s: dict          # section -> seconds it may take
+  shares_s: dict  # section -> seconds it may take
   pytest_args: tuple[str, ...]
   padir_precisions: tuple[str, ...] = ("float32", "bfloat16")
 
 
 FULL = Sizes(
-  bert=BERT_BASE, peak_n=8192, mlm_batches=(64, 256, 1024, 4096), mlm_lengths=(22, 128),
-  chains=(1024, 4096, 16384), chain_steps=8, nfold_chains=64, nfold_steps=400,
-  ising_clique=(10, 65536, 100), ising_dense=(64, 4096, 64), ising_ks=(1, 2, 4),
-  padir=dict(vocab_size=32000, num_encoder_layers=6, num_decoder_layers=6, num_heads=8,
-             d_model=512, d_ff=2048, max_source_length=64, max_target_length=64),
-  padir_batch=256, padir_length=64, latency_calls=100, min_seconds=0.5,
+  bert=BERT_BASE,
+  peak_n=8192,
+  mlm_batches=(64, 256, 1024, 4096),
+  mlm_lengths=(22, 128),
+  chains=(1024, 4096, 16384),
+  chain_steps=8,
+  nfold_chains=64,
+  nfold_steps=400,
+  ising_clique=(10, 65536, 100),
+  ising_dense=(64, 4096, 64),
+  ising_ks=(1, 2, 4),
+  padir=dict(
+    vocab_size=32000,
+    num_encoder_layers=6,
+    num_decoder_layers=6,
+    num_heads=8,
+    d_model=512,
+    d_ff=2048,
+    max_source_length=64,
+    max_target_length=64,
+  ),
+  padir_batch=256,
+  padir_length=64,
+  latency_calls=100,
+  min_seconds=0.5,
   shares_s=dict(tests=150, matmul_peak=20, mlm_forward=90, glauber=110, ising=70, padir=90),
-  pytest_args=())
+  pytest_args=(),
+)
 TINY = Sizes(
-  bert=BERT_TINY, peak_n=256, mlm_batches=(4, 16), mlm_lengths=(22,), chains=(16,),
-  chain_steps=2, nfold_chains=4, nfold_steps=16, ising_clique=(10, 256, 8),
-  ising_dense=(12, 64, 8), ising_ks=(1, 2),
-  padir=dict(vocab_size=300, num_encoder_layers=1, num_decoder_layers=1, num_heads=2,
-             d_model=32, d_ff=64, max_source_length=12, max_target_length=12),
-  padir_batch=4, padir_length=12, latency_calls=5, min_seconds=0.0,
-  shares_s={name: 900 for name in SECTIONS},   # the smoke test runs every size
+  bert=BERT_TINY,
+  peak_n=256,
+  mlm_batches=(4, 16),
+  mlm_lengths=(22,),
+  chains=(16,),
+  chain_steps=2,
+  nfold_chains=4,
+  nfold_steps=16,
+  ising_clique=(10, 256, 8),
+  ising_dense=(12, 64, 8),
+  ising_ks=(1, 2),
+  padir=dict(
+    vocab_size=300,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=2,
+    d_model=32,
+    d_ff=64,
+    max_source_length=12,
+    max_target_length=12,
+  ),
+  padir_batch=4,
+  padir_length=12,
+  latency_calls=5,
+  min_seconds=0.0,
+  shares_s={name: 900 for name in SECTIONS},  # the smoke test runs every size
   pytest_args=("-k", "parity_highest or ising_exactness"),
-  padir_precisions=("float32",))   # the bf16 step is tested in tests/padir/test_padir_precision.py
+  padir_precisions=("float32",),
+)  # the bf16 step is tested in tests/padir/test_padir_precision.py
 
 
 def load_benchmark(name: str):
@@ -117,13 +170,14 @@ def load_benchmark(name: str):
   path = REPO / "benchmarks" / f"{name}.py"
   spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
   module = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = module   # dataclasses look their module up there
+  sys.modules[spec.name] = module  # dataclasses look their module up there
   spec.loader.exec_module(module)
   return module
 
 
 def block(x):
   import jax
+
   return jax.block_until_ready(x)
 
 
@@ -165,12 +219,13 @@ class Section:
 class Context:
   sizes: Sizes
   tiny: bool
-  peak_tflops: dict = dataclasses.field(default_factory=dict)   # dtype name -> TFLOP/s
-  forward: dict = dataclasses.field(default_factory=dict)       # (dtype, B, L) -> seq/s
+  peak_tflops: dict = dataclasses.field(default_factory=dict)  # dtype name -> TFLOP/s
+  forward: dict = dataclasses.field(default_factory=dict)  # (dtype, B, L) -> seq/s
 
 
 def dtype_of(name: str):
   import jax.numpy as jnp
+
   return {"bfloat16": jnp.bfloat16, "float32": jnp.float32}[name]
 
 
@@ -181,14 +236,31 @@ def mfu(ctx: Context, flops_per_s: float, dtype: str) -> float | None:
 
 # ----------------------------------------------------------------------------- sections
 
+
 def section_tests(ctx: Context, s: Section) -> None:
-  cmd = [sys.executable, "-m", "pytest", "-m", "accelerator", "-q", "-p", "no:cacheprovider",
-         *ctx.sizes.pytest_args, str(REPO / "tests")]
+  cmd = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-m",
+    "accelerator",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    *ctx.sizes.pytest_args,
+    str(REPO / "tests"),
+  ]
   env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
   t0 = time.perf_counter()
   try:
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=max(10.0, s.deadline - time.perf_counter()))
+    proc = subprocess.run(
+      cmd,
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=max(10.0, s.deadline - time.perf_counter()),
+    )
     out, rc = proc.stdout, proc.returncode
   except subprocess.TimeoutExpired as e:
     out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), -1
@@ -209,6 +281,7 @@ def section_tests(ctx: Context, s: Section) -> None:
 def section_matmul_peak(ctx: Context, s: Section) -> None:
   import jax
   import jax.numpy as jnp
+
   n = ctx.sizes.peak_n
   for name in ("bfloat16", "float32"):
     a = jax.random.normal(jax.random.key(0), (n, n), dtype_of(name))
@@ -219,7 +292,7 @@ def section_matmul_peak(ctx: Context, s: Section) -> None:
     compile_s = time.perf_counter() - t0
     block(compiled(a, b))
     best = min(_once(lambda: block(compiled(a, b))) for _ in range(10))
-    ctx.peak_tflops[name] = 2 * n ** 3 / best / 1e12
+    ctx.peak_tflops[name] = 2 * n**3 / best / 1e12
     s.row(f"{name} {n}^3", compile_s, best, tflops=ctx.peak_tflops[name])
   s.notes.append("float32 uses jax's default matmul precision (TF32 on NVIDIA GPUs)")
 
@@ -238,6 +311,7 @@ def bert_model(config: dict, dtype: str, seed: int = 0, trap: bool = False):
   from flax import nnx
 
   from gmlm import nn as gm
+
   d = dtype_of(dtype)
   model = gm.from_config(config, rngs=nnx.Rngs(seed))
   if trap:
@@ -262,6 +336,7 @@ def forward_rate(ctx: Context, model, dtype: str, B: int, L: int) -> tuple[float
   import jax.numpy as jnp
 
   from gmlm import nn as gm
+
   tokens = jnp.asarray(sequences(B, L, model.config.vocab_size, B))
   positions = jnp.full((B, 1), L // 2, jnp.int32)
   fn = jax.jit(gm.masked_logits)
@@ -281,16 +356,24 @@ def section_mlm_forward(ctx: Context, s: Section) -> None:
           continue
         compile_s, steady = forward_rate(ctx, model, dtype, B, L)
         rate = B / steady
-        s.row(f"{dtype} B={B} L={L}", compile_s, steady, seq_per_s=rate,
-              mfu=mfu(ctx, rate * flops(c, L, rows_in_last_layer=1), dtype))
-  s.notes.append("FLOPs: benchmarks/mlm_forward.flops_per_sequence (matmuls; last layer at the "
-                 "masked row only, as masked_logits computes)")
+        s.row(
+          f"{dtype} B={B} L={L}",
+          compile_s,
+          steady,
+          seq_per_s=rate,
+          mfu=mfu(ctx, rate * flops(c, L, rows_in_last_layer=1), dtype),
+        )
+  s.notes.append(
+    "FLOPs: benchmarks/mlm_forward.flops_per_sequence (matmuls; last layer at the "
+    "masked row only, as masked_logits computes)"
+  )
 
 
 def section_glauber(ctx: Context, s: Section) -> None:
   import jax
 
   from glauber import chains
+
   flops = load_benchmark("mlm_forward").flops_per_sequence
   c = ctx.sizes.bert
   V = c["vocab_size"]
@@ -302,7 +385,8 @@ def section_glauber(ctx: Context, s: Section) -> None:
       model = bert_model(c, dtype, trap=True)
       if dtype == "float32":
         from gmlm.nn import bert as bert_lib
-        bert_lib.save_pretrained(model, directory)   # the same weights for PyTorch
+
+        bert_lib.save_pretrained(model, directory)  # the same weights for PyTorch
       for B in ctx.sizes.chains:
         if s.over(f"chains {dtype} B={B}"):
           continue
@@ -310,16 +394,23 @@ def section_glauber(ctx: Context, s: Section) -> None:
         holder = {"state": state}
 
         def call():
-          holder["state"], _ = chains.run(jax.random.key(0), model, spec(1.0),
-                                          holder["state"], 1, steps)   # keys fold in state.t
+          holder["state"], _ = chains.run(
+            jax.random.key(0), model, spec(1.0), holder["state"], 1, steps
+          )  # keys fold in state.t
           return holder["state"].tokens_BL
+
         first, steady = timed(call, ctx.sizes.min_seconds)
         rate = B * steps / steady
         if (dtype, B, L_CHAIN) not in ctx.forward:
           forward_rate(ctx, model, dtype, B, L_CHAIN)
-        s.row(f"chains {dtype} B={B}", first - steady, steady, chain_steps_per_s=rate,
-              mfu=mfu(ctx, rate * per_step, dtype),
-              vs_forward=rate / ctx.forward[dtype, B, L_CHAIN])
+        s.row(
+          f"chains {dtype} B={B}",
+          first - steady,
+          steady,
+          chain_steps_per_s=rate,
+          mfu=mfu(ctx, rate * per_step, dtype),
+          vs_forward=rate / ctx.forward[dtype, B, L_CHAIN],
+        )
     torch_glauber(ctx, s, directory)
   rejection_free(ctx, s, spec)
 
@@ -330,21 +421,36 @@ def torch_glauber(ctx: Context, s: Section, directory: str) -> None:
   for B in ctx.sizes.chains:
     if s.over(f"torch B={B}"):
       continue
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--torch_worker", directory,
-           "--chains", str(B), "--steps", str(ctx.sizes.chain_steps)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                          timeout=max(30.0, s.deadline - time.perf_counter() + 30))
+    cmd = [
+      sys.executable,
+      str(pathlib.Path(__file__).resolve()),
+      "--torch_worker",
+      directory,
+      "--chains",
+      str(B),
+      "--steps",
+      str(ctx.sizes.chain_steps),
+    ]
+    proc = subprocess.run(
+      cmd,
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=max(30.0, s.deadline - time.perf_counter() + 30),
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:
       raise RuntimeError(f"torch worker failed: {proc.stderr[-1500:]}")
-    r = json.loads(lines[-1][len("RESULT "):])
+    r = json.loads(lines[-1][len("RESULT ") :])
     rates[B] = r
     ours = next((x for x in s.rows if x["case"] == f"chains {r['dtype']} B={B}"), None)
-    s.row(f"torch {r['dtype']} {r['device']} B={B}", r["first_s"] - r["step_s"],
-          r["step_s"] * ctx.sizes.chain_steps,
-          chain_steps_per_s=r["chain_steps_per_s"],
-          ours_vs_torch=(None if ours is None
-                         else ours["chain_steps_per_s"] / r["chain_steps_per_s"]))
+    s.row(
+      f"torch {r['dtype']} {r['device']} B={B}",
+      r["first_s"] - r["step_s"],
+      r["step_s"] * ctx.sizes.chain_steps,
+      chain_steps_per_s=r["chain_steps_per_s"],
+      ours_vs_torch=(None if ours is None else ours["chain_steps_per_s"] / r["chain_steps_per_s"]),
+    )
 
 
 def torch_worker(directory: str, B: int, steps: int) -> dict:
@@ -352,6 +458,7 @@ def torch_worker(directory: str, B: int, steps: int) -> dict:
   encoder, the head at that row, a draw from softmax over the candidates."""
   import torch
   import transformers
+
   cuda = torch.cuda.is_available()
   device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
   torch.set_grad_enabled(False)
@@ -381,8 +488,13 @@ def torch_worker(directory: str, B: int, steps: int) -> dict:
       step()
     sync()
     steady = (time.perf_counter() - t0) / steps
-  return dict(device=device, dtype=str(dtype).replace("torch.", ""), first_s=first,
-              step_s=steady, chain_steps_per_s=B / steady)
+  return dict(
+    device=device,
+    dtype=str(dtype).replace("torch.", ""),
+    first_s=first,
+    step_s=steady,
+    chain_steps_per_s=B / steady,
+  )
 
 
 def rejection_free(ctx: Context, s: Section, random_spec) -> None:
@@ -391,6 +503,7 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
 
   from glauber import chains
   from glauber import rejection_free as nfold
+
   if s.over("rejection-free"):
     return
   B, steps = ctx.sizes.nfold_chains, ctx.sizes.nfold_steps
@@ -399,18 +512,18 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
       raise FileNotFoundError("tiny: the random model with a trap")
     from glauber import init_states
     from gmlm import nn as gm
+
     model, tok = gm.load("default")
     n = 16
     cands = chains.candidate_ids(tok, model.config.vocab_size)
     lay = init_states.layout(tok, n, "", init_states.max_sequence_length(model))
     x0 = init_states.from_text(tok, lay, ["the river flows through the old town ."], B)
-    spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay.mask_id, lay.offset,
-                                      n, T)
+    spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay.mask_id, lay.offset, n, T)
     label = "default MLM"
     x0, _ = chains.run(jax.random.key(0), model, spec(0.0), chains.init_state(x0), 1, 200)
     start = x0.tokens_BL
     grid = (0.3, 0.2, 0.15, 0.1, 0.07, 0.05)
-  except Exception as e:   # noqa: BLE001 - e.g. the base weights are not installed
+  except Exception as e:  # noqa: BLE001 - e.g. the base weights are not installed
     s.notes.append(f"rejection-free on the random BERT with a planted trap ({e})"[:300])
     model, spec, label = bert_model(ctx.sizes.bert, "float32", trap=True), random_spec, "trap"
     start = np.asarray(sequences(B, L_CHAIN, ctx.sizes.bert["vocab_size"]))
@@ -423,18 +536,27 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   state = chains.init_state(start)
   plain = lambda: chains.run(jax.random.key(1), model, spec(T), state, 1, steps)[0].tokens_BL
   first, steady = timed(plain, 0.0, 1)
-  s.row(f"plain {label} T={T} B={B}", first - steady, steady, chain_steps_per_s=B * steps / steady,
-        median_stay=median)
+  s.row(
+    f"plain {label} T={T} B={B}",
+    first - steady,
+    steady,
+    chain_steps_per_s=B * steps / steady,
+    median_stay=median,
+  )
   fast = lambda: nfold.run(jax.random.key(2), model, spec(T), state, 1, steps)[0].tokens_BL
   first, steady_nf = timed(fast, 0.0, 1)
-  s.row(f"rejection-free {label} T={T} B={B}", first - steady_nf, steady_nf,
-        chain_steps_per_s=B * steps / steady_nf, vs_plain=steady / steady_nf)
+  s.row(
+    f"rejection-free {label} T={T} B={B}",
+    first - steady_nf,
+    steady_nf,
+    chain_steps_per_s=B * steps / steady_nf,
+    vs_plain=steady / steady_nf,
+  )
 
 
 def section_ising(ctx: Context, s: Section) -> None:
   bench = load_benchmark("ising_throughput")
-  for kind, (n, B, steps) in (("clique", ctx.sizes.ising_clique),
-                              ("dense", ctx.sizes.ising_dense)):
+  for kind, (n, B, steps) in (("clique", ctx.sizes.ising_clique), ("dense", ctx.sizes.ising_dense)):
     spec = bench.ModelSpec(kind, kind, n, B, steps)
     ours = {}
     for sampler, fn in (("ours", bench.run_ours), ("thrml", bench.run_thrml)):
@@ -445,8 +567,13 @@ def section_ising(ctx: Context, s: Section) -> None:
         if sampler == "ours":
           ours[r["method"]] = rate
         extra = {} if sampler == "ours" or "k=1" not in ours else {"ours_k1_vs": ours["k=1"] / rate}
-        s.row(f"{sampler} {kind} N={n} B={B} {r['method']}", r["compile_s"], r["seconds"],
-              flips_per_ns=rate, **extra)
+        s.row(
+          f"{sampler} {kind} N={n} B={B} {r['method']}",
+          r["compile_s"],
+          r["seconds"],
+          flips_per_ns=rate,
+          **extra,
+        )
   s.notes.append("flips = spin updates (k per chain per k-Gibbs step; N per chain per thrml sweep)")
 
 
@@ -459,20 +586,24 @@ def section_padir(ctx: Context, s: Section) -> None:
   from padir import losses
   from padir import model as model_lib
   from padir import tokenizer as tok_lib
+
   z = ctx.sizes
   cfg = model_lib.ModelConfig(**z.padir)
   B, T = z.padir_batch, z.padir_length
   rng = np.random.default_rng(0)
   words = lambda shape: rng.integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, shape)
   eos = lambda x: np.concatenate([x[:, :-1], np.full((x.shape[0], 1), tok_lib.EOS_ID)], 1)
-  batch = {"inputs": jnp.asarray(eos(words((B, T))), jnp.int32),
-           "targets": jnp.asarray(eos(words((B, T))), jnp.int32)}
+  batch = {
+    "inputs": jnp.asarray(eos(words((B, T))), jnp.int32),
+    "targets": jnp.asarray(eos(words((B, T))), jnp.int32),
+  }
   for precision in z.padir_precisions:
     if s.over(f"padir train {precision}"):
       continue
     model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
-    tx = optax.adafactor(learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0,
-                         multiply_by_parameter_scale=True)   # as padir.train_lib.make_optimizer
+    tx = optax.adafactor(
+      learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
+    )  # as padir.train_lib.make_optimizer
     graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
 
     def train_step(state, batch, key):
@@ -483,8 +614,9 @@ def section_padir(ctx: Context, s: Section) -> None:
       return nnx.state((model, opt)), loss
 
     t0 = time.perf_counter()
-    compiled = jax.jit(train_step, donate_argnums=0).lower(state, batch,
-                                                           jax.random.key(0)).compile()
+    compiled = (
+      jax.jit(train_step, donate_argnums=0).lower(state, batch, jax.random.key(0)).compile()
+    )
     compile_s = time.perf_counter() - t0
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -495,13 +627,21 @@ def section_padir(ctx: Context, s: Section) -> None:
       holder["i"] += 1
       holder["state"], loss = compiled(holder["state"], batch, jax.random.key(holder["i"]))
       return loss
+
     first, steady = timed(call, z.min_seconds)
-    s.row(f"train {precision} compute B={B} T={T}", compile_s, steady,
-          target_tokens_per_s=B * T / steady,
-          mfu=mfu(ctx, flops / steady, precision) if flops else None, step_gflop=flops / 1e9)
-  s.notes.append("train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
-                 "bf16 matmuls and activations with softmax, norms and losses in float32; "
-                 "FLOPs from XLA's cost analysis; padir_loss with 2 stages")
+    s.row(
+      f"train {precision} compute B={B} T={T}",
+      compile_s,
+      steady,
+      target_tokens_per_s=B * T / steady,
+      mfu=mfu(ctx, flops / steady, precision) if flops else None,
+      step_gflop=flops / 1e9,
+    )
+  s.notes.append(
+    "train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
+    "bf16 matmuls and activations with softmax, norms and losses in float32; "
+    "FLOPs from XLA's cost analysis; padir_loss with 2 stages"
+  )
   latency(ctx, s, cfg)
 
 
@@ -515,6 +655,7 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   from padir import decode
   from padir import model as model_lib
   from padir import tokenizer as tok_lib
+
   S = cfg.max_source_length // 2
   src = np.random.default_rng(1).integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, (1, S))
   src[0, -1] = tok_lib.EOS_ID
@@ -526,8 +667,10 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   padir_fn = jax.jit(lambda m, x, k: decode.refine(m, x, k, num_steps=4, num_lengths=3))
   ar_fn = jax.jit(decode.greedy_ar)
   p50 = {}
-  for name, call in (("padir refine", lambda k: padir_fn(nar, src, k)["tokens"]),
-                     ("ar greedy", lambda k: ar_fn(ar, src))):
+  for name, call in (
+    ("padir refine", lambda k: padir_fn(nar, src, k)["tokens"]),
+    ("ar greedy", lambda k: ar_fn(ar, src)),
+  ):
     if s.over(name):
       continue
     t0 = time.perf_counter()
@@ -535,14 +678,22 @@ def latency(ctx: Context, s: Section, cfg) -> None:
     first = time.perf_counter() - t0
     times = [_once(lambda: block(call(jax.random.key(i)))) for i in range(ctx.sizes.latency_calls)]
     p50[name], p99 = np.percentile(times, 50), np.percentile(times, 99)
-    s.row(f"decode {name} B=1 S={S}", first - p50[name], p50[name], p50_ms=1e3 * p50[name],
-          p99_ms=1e3 * p99)
+    s.row(
+      f"decode {name} B=1 S={S}",
+      first - p50[name],
+      p50[name],
+      p50_ms=1e3 * p50[name],
+      p99_ms=1e3 * p99,
+    )
   if len(p50) == 2:
-    s.notes.append(f"decode p50 AR / PaDIR = {p50['ar greedy'] / p50['padir refine']:.2f}x "
-                   f"(random weights: refinement may stop early or run all 4 steps)")
+    s.notes.append(
+      f"decode p50 AR / PaDIR = {p50['ar greedy'] / p50['padir refine']:.2f}x "
+      f"(random weights: refinement may stop early or run all 4 steps)"
+    )
 
 
 # ----------------------------------------------------------------------------- driver
+
 
 def fmt(v) -> str:
   if v is None:
@@ -553,8 +704,9 @@ def fmt(v) -> str:
 
 
 def fmt_row(r: dict) -> str:
-  extra = " ".join(f"{k}={fmt(v)}" for k, v in r.items()
-                   if k not in ("case", "compile_s", "steady_s"))
+  extra = " ".join(
+    f"{k}={fmt(v)}" for k, v in r.items() if k not in ("case", "compile_s", "steady_s")
+  )
   return f"{r['case']:42s} {fmt(r['compile_s']):>9s} {fmt(r['steady_s']):>10s}  {extra}"
 
 
@@ -566,7 +718,7 @@ def run_sections(ctx: Context, names: list[str]) -> dict:
     error = None
     try:
       globals()[f"section_{name}"](ctx, s)
-    except Exception as e:   # noqa: BLE001 - one failing section must not lose the others
+    except Exception as e:  # noqa: BLE001 - one failing section must not lose the others
       error = f"{type(e).__name__}: {e}"[:1000]
       traceback.print_exc()
       print(f"  {name:11s} FAILED: {error}", flush=True)
@@ -595,18 +747,28 @@ def main(argv: list[str] | None = None) -> int:
   ctx = Context(TINY if a.tiny else FULL, a.tiny)
   t0 = time.perf_counter()
   print(f"{'section':11s} {'case':42s} {'compile s':>9s} {'steady s':>10s}  metrics", flush=True)
-  tests = run_sections(ctx, [n for n in names if n == "tests"])   # before jax takes the device
+  tests = run_sections(ctx, [n for n in names if n == "tests"])  # before jax takes the device
   import jax
+
   sections = {**tests, **run_sections(ctx, [n for n in names if n != "tests"])}
-  result = dict(device=str(jax.devices()[0]), device_kind=jax.devices()[0].device_kind,
-                backend=jax.default_backend(), device_count=jax.device_count(),
-                jax=jax.__version__, tiny=a.tiny, peak_tflops=ctx.peak_tflops,
-                wall_s=time.perf_counter() - t0, sections=sections)
+  result = dict(
+    device=str(jax.devices()[0]),
+    device_kind=jax.devices()[0].device_kind,
+    backend=jax.default_backend(),
+    device_count=jax.device_count(),
+    jax=jax.__version__,
+    tiny=a.tiny,
+    peak_tflops=ctx.peak_tflops,
+    wall_s=time.perf_counter() - t0,
+    sections=sections,
+  )
   out = pathlib.Path(a.out)
   out.mkdir(parents=True, exist_ok=True)
   (out / "accelerator.json").write_text(json.dumps(result, indent=1, default=float))
-  print(f"\n{result['device_kind']} ({result['backend']}, {result['device_count']} device(s)), "
-        f"jax {result['jax']}, {result['wall_s']:.0f} s")
+  print(
+    f"\n{result['device_kind']} ({result['backend']}, {result['device_count']} device(s)), "
+    f"jax {result['jax']}, {result['wall_s']:.0f} s"
+  )
   for name, sec in sections.items():
     failed = f"  FAILED: {sec['error']}" if sec["error"] else ""
     print(f"\n## {name} ({sec['wall_s']:.1f} s){failed}")

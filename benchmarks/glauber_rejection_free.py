@@ -53,8 +53,12 @@ def main() -> None:
   p.add_argument("--plain_steps", type=int, default=64)
   p.add_argument("--steps", type=int, default=20000, help="rejection-free steps per chain")
   p.add_argument("--burn_in", type=int, default=2000)
-  p.add_argument("--granule", type=int, default=1,
-                  help="smallest batch finished chains retire down to (rejection_free.run)")
+  p.add_argument(
+    "--granule",
+    type=int,
+    default=1,
+    help="smallest batch finished chains retire down to (rejection_free.run)",
+  )
   p.add_argument("--descent_steps", type=int, default=400, help="T = 0 steps to a local mode")
   p.add_argument("--temperatures", default="0.3,0.2,0.15,0.1,0.07,0.05,0.03")
   a = p.parse_args()
@@ -62,16 +66,21 @@ def main() -> None:
   from glauber import chains, init_states, rejection_free
   from glauber.layout import Layout, max_sequence_length
   from glauber.oracle import load_mlm
+
   model, tok = load_mlm(a.model)
   cands = chains.candidate_ids(tok, model.config.vocab_size)
   lay = Layout.from_tokenizer(tok, a.n, "", max_sequence_length(model))
   x0 = init_states.from_text(tok, lay, TEXTS, a.chains)
   spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay, T)
-  print(f"model {a.model}, {a.chains} chains, n = {a.n} free sites, float32, "
-        f"{jax.device_count()} {jax.default_backend()} device(s)", flush=True)
+  print(
+    f"model {a.model}, {a.chains} chains, n = {a.n} free sites, float32, "
+    f"{jax.device_count()} {jax.default_backend()} device(s)",
+    flush=True,
+  )
 
-  mode_state, _ = chains.run(jax.random.key(0), model, spec(0.0), chains.init_state(x0), 1,
-                             a.descent_steps)
+  mode_state, _ = chains.run(
+    jax.random.key(0), model, spec(0.0), chains.init_state(x0), 1, a.descent_steps
+  )
   chosen = None
   for T in (float(t) for t in a.temperatures.split(",")):
     _, median = rejection_free.choose_mode(model, spec(T), mode_state.tokens_BL)
@@ -81,14 +90,15 @@ def main() -> None:
       break
   if chosen is None:
     raise SystemExit("no temperature on the grid reaches a median stay probability of 0.99")
-  state, _ = rejection_free.run(jax.random.key(1), model, spec(chosen), chains.init_state(
-    mode_state.tokens_BL), 1, a.burn_in)  # exact burn-in at the chosen T
+  state, _ = rejection_free.run(
+    jax.random.key(1), model, spec(chosen), chains.init_state(mode_state.tokens_BL), 1, a.burn_in
+  )  # exact burn-in at the chosen T
   _, median = rejection_free.choose_mode(model, spec(chosen), state.tokens_BL)
   print(f"T = {chosen}: median stay probability after a {a.burn_in}-step burn-in {median:.4f}")
   T, s = chosen, spec(chosen)
   start = chains.init_state(state.tokens_BL)
   for i in range(a.chains):
-    print("  start:", tok.decode(state.tokens_BL[i, lay.offset:lay.offset + a.n]))
+    print("  start:", tok.decode(state.tokens_BL[i, lay.offset : lay.offset + a.n]))
 
   out, _ = chains.run(jax.random.key(2), model, s, start, 1, 2)  # compile
   jax.block_until_ready(out.tokens_BL)
@@ -99,32 +109,37 @@ def main() -> None:
 
   out, _ = rejection_free.run(jax.random.key(4), model, s, start, 1, 1)  # compile
   jax.block_until_ready(out.tokens_BL)
-  size = a.chains   # compile the batch sizes finished chains retire down to, outside the timing
+  size = a.chains  # compile the batch sizes finished chains retire down to, outside the timing
   while size >= a.granule:
-    out, _ = rejection_free.run(jax.random.key(4), model, s,
-                                chains.init_state(start.tokens_BL[:size]), 1, 1)
+    out, _ = rejection_free.run(
+      jax.random.key(4), model, s, chains.init_state(start.tokens_BL[:size]), 1, 1
+    )
     jax.block_until_ready(out.tokens_BL)
     size //= 2
   for memo in (0, None):  # without the memo of recent states, then with the default one
     t0 = time.perf_counter()
-    out, rec = rejection_free.run(jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule,
-                         memo=memo)
+    out, rec = rejection_free.run(
+      jax.random.key(5), model, s, start, 1, a.steps, granule=a.granule, memo=memo
+    )
     jax.block_until_ready(out.tokens_BL)
     sec = time.perf_counter() - t0
     fast = a.chains * a.steps / sec
     jumps, hits = np.asarray(rec.changes_B), np.asarray(rec.memo_hits_B)
     label = "no memo" if memo == 0 else f"memo of {rejection_free.memo_slots(s, a.chains)} states"
-    print(f"T = {T}: plain {plain:.1f} steps/s ({a.plain_steps} steps x {a.chains} chains); "
-          f"rejection-free, {label}: {fast:.1f} steps/s ({a.steps} steps x {a.chains} chains in "
-          f"{sec:.1f} s, {int(rec.iterations)} iterations, jumps per chain "
-          f"{jumps.min()}-{jumps.max()}, memo hits {hits.sum()}) = {fast / plain:.1f}x plain; "
-          f"peak RSS {peak_rss_mb():.0f} MB", flush=True)
+    print(
+      f"T = {T}: plain {plain:.1f} steps/s ({a.plain_steps} steps x {a.chains} chains); "
+      f"rejection-free, {label}: {fast:.1f} steps/s ({a.steps} steps x {a.chains} chains in "
+      f"{sec:.1f} s, {int(rec.iterations)} iterations, jumps per chain "
+      f"{jumps.min()}-{jumps.max()}, memo hits {hits.sum()}) = {fast / plain:.1f}x plain; "
+      f"peak RSS {peak_rss_mb():.0f} MB",
+      flush=True,
+    )
   for i in range(min(a.chains, 4)):
-    print("  end:", tok.decode(out.tokens_BL[i, lay.offset:lay.offset + a.n]))
+    print("  end:", tok.decode(out.tokens_BL[i, lay.offset : lay.offset + a.n]))
 
   # Batched, every chain iterates until the chain with the most jumps is done: one chain that
   # flips between two near-tied words sets the pace. Chain by chain, each pays for its own jumps.
-  one = lambda i: chains.init_state(start.tokens_BL[i:i + 1])
+  one = lambda i: chains.init_state(start.tokens_BL[i : i + 1])
   out, _ = chains.run(jax.random.key(2), model, s, one(0), 1, 2)  # compile
   jax.block_until_ready(out.tokens_BL)
   t0 = time.perf_counter()
@@ -142,13 +157,15 @@ def main() -> None:
     total += sec
     per_chain.append((a.steps / sec, int(rec.iterations)))
   rates = np.array([r for r, _ in per_chain])
-  print(f"chain by chain: plain {plain_one:.1f} steps/s (1 chain); rejection-free per chain "
-        f"{rates.min():.0f}-{rates.max():.0f} steps/s (median {np.median(rates):.0f}, jumps "
-        f"{min(j for _, j in per_chain)}-{max(j for _, j in per_chain)}); all {a.chains} chains "
-        f"one after another {a.chains * a.steps / total:.1f} steps/s = "
-        f"{a.chains * a.steps / total / plain:.1f}x plain batched ({a.chains} chains), "
-        f"{a.chains * a.steps / total / plain_one:.1f}x plain on one chain; median chain "
-        f"{np.median(rates) / plain:.1f}x plain batched; peak RSS {peak_rss_mb():.0f} MB")
+  print(
+    f"chain by chain: plain {plain_one:.1f} steps/s (1 chain); rejection-free per chain "
+    f"{rates.min():.0f}-{rates.max():.0f} steps/s (median {np.median(rates):.0f}, jumps "
+    f"{min(j for _, j in per_chain)}-{max(j for _, j in per_chain)}); all {a.chains} chains "
+    f"one after another {a.chains * a.steps / total:.1f} steps/s = "
+    f"{a.chains * a.steps / total / plain:.1f}x plain batched ({a.chains} chains), "
+    f"{a.chains * a.steps / total / plain_one:.1f}x plain on one chain; median chain "
+    f"{np.median(rates) / plain:.1f}x plain batched; peak RSS {peak_rss_mb():.0f} MB"
+  )
 
 
 if __name__ == "__main__":

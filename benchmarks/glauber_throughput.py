@@ -30,10 +30,16 @@ import time
 import numpy as np
 
 N = 20
-BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, max_position_embeddings=512)
+BERT_BASE = dict(
+  vocab_size=30522,
+  hidden_size=768,
+  num_hidden_layers=12,
+  num_attention_heads=12,
+  intermediate_size=3072,
+  max_position_embeddings=512,
+)
 CLS, SEP, MASK = 101, 102, 103
-TRAP, TRAP_BIAS = 2000, 12.0   # the head's bias favours this token: a low-temperature trap
+TRAP, TRAP_BIAS = 2000, 12.0  # the head's bias favours this token: a low-temperature trap
 
 
 def peak_rss_mb() -> float:
@@ -48,11 +54,13 @@ def _sequences(B: int, seed: int = 0) -> np.ndarray:
 
 def jax_worker(directory: str, chains_list: list[int], rejection_free_chains: int) -> dict:
   import jax
-  from gmlm import nn as gm
+
   from glauber import chains, rejection_free
   from glauber.layout import Layout
+  from gmlm import nn as gm
+
   model = gm.load_model(directory)
-  cands = np.arange(999, 30522)             # bert-base-uncased: ids below 999 are special/unused
+  cands = np.arange(999, 30522)  # bert-base-uncased: ids below 999 are special/unused
   lay = Layout((), N, CLS, SEP, MASK)
   spec = lambda T: chains.make_spec(cands, 30522, lay, T)
   out = {"plain": {}}
@@ -93,15 +101,18 @@ def jax_worker(directory: str, chains_list: list[int], rejection_free_chains: in
   jax.block_until_ready(s.tokens_BL)
   out["rejection_free"]["plain_steps_per_s"] = B * steps / (time.perf_counter() - t0)
   record = 400
-  s, _ = rejection_free.run(jax.random.key(5), model, spec(T), state, 1, 1)   # compile
+  s, _ = rejection_free.run(jax.random.key(5), model, spec(T), state, 1, 1)  # compile
   jax.block_until_ready(s.tokens_BL)
   t0 = time.perf_counter()
   s, rec = rejection_free.run(jax.random.key(6), model, spec(T), state, 1, record)
   jax.block_until_ready(s.tokens_BL)
   sec = time.perf_counter() - t0
-  out["rejection_free"].update(rejection_free_steps_per_s=B * record / sec,
-                      iterations=int(rec.iterations),
-                      jumps=int(np.asarray(rec.changes_B).sum()), seconds=sec)
+  out["rejection_free"].update(
+    rejection_free_steps_per_s=B * record / sec,
+    iterations=int(rec.iterations),
+    jumps=int(np.asarray(rec.changes_B).sum()),
+    seconds=sec,
+  )
   out["peak_rss_mb"] = peak_rss_mb()
   return out
 
@@ -109,6 +120,7 @@ def jax_worker(directory: str, chains_list: list[int], rejection_free_chains: in
 def torch_worker(directory: str, num_steps: int = 24) -> dict:
   import torch
   import transformers
+
   torch.set_grad_enabled(False)
   model = transformers.BertForMaskedLM.from_pretrained(directory).eval()
   gen = torch.Generator().manual_seed(0)
@@ -135,8 +147,9 @@ def torch_worker(directory: str, num_steps: int = 24) -> dict:
 def _spawn(args: list[str]) -> dict:
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-  r = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env,
-                     stdout=subprocess.PIPE, text=True)   # progress lines go to stderr
+  r = subprocess.run(
+    [sys.executable, os.path.abspath(__file__), *args], env=env, stdout=subprocess.PIPE, text=True
+  )  # progress lines go to stderr
   if r.returncode:
     raise RuntimeError(f"worker {args[:2]} failed")
   return json.loads(r.stdout.strip().splitlines()[-1])
@@ -145,8 +158,9 @@ def _spawn(args: list[str]) -> dict:
 def main() -> None:
   p = argparse.ArgumentParser()
   p.add_argument("--chains", default="1,16,64,256")
-  p.add_argument("--rejection_free_chains", type=int, default=4,
-                 help="0 skips the rejection-free part")
+  p.add_argument(
+    "--rejection_free_chains", type=int, default=4, help="0 skips the rejection-free part"
+  )
   p.add_argument("--worker", choices=["jax", "torch"])
   p.add_argument("--skip_torch", action="store_true")
   p.add_argument("--dir")
@@ -160,20 +174,40 @@ def main() -> None:
     return
   import torch
   import transformers
-  print(f"BERT-base-shaped MLM (random weights), n = {N} free sites (L = {N + 2}), "
-        f"{os.cpu_count()} CPUs, float32", flush=True)
+
+  print(
+    f"BERT-base-shaped MLM (random weights), n = {N} free sites (L = {N + 2}), "
+    f"{os.cpu_count()} CPUs, float32",
+    flush=True,
+  )
   with tempfile.TemporaryDirectory() as d:
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(transformers.BertConfig(**BERT_BASE))
     with torch.no_grad():
       model.cls.predictions.bias[TRAP] += TRAP_BIAS
     model.save_pretrained(d)
-    theirs = (_spawn(["--worker", "torch", "--dir", d]) if not a.skip_torch else
-              {"steps_per_s": float("nan"), "peak_rss_mb": float("nan")})
-    print(f"PyTorch per-chain loop (bert-gen style): {theirs['steps_per_s']:.1f} steps/s, "
-          f"peak RSS {theirs['peak_rss_mb']:.0f} MB", flush=True)
-    ours = _spawn(["--worker", "jax", "--dir", d, "--chains", a.chains,
-                   "--rejection_free_chains", str(a.rejection_free_chains)])
+    theirs = (
+      _spawn(["--worker", "torch", "--dir", d])
+      if not a.skip_torch
+      else {"steps_per_s": float("nan"), "peak_rss_mb": float("nan")}
+    )
+    print(
+      f"PyTorch per-chain loop (bert-gen style): {theirs['steps_per_s']:.1f} steps/s, "
+      f"peak RSS {theirs['peak_rss_mb']:.0f} MB",
+      flush=True,
+    )
+    ours = _spawn(
+      [
+        "--worker",
+        "jax",
+        "--dir",
+        d,
+        "--chains",
+        a.chains,
+        "--rejection_free_chains",
+        str(a.rejection_free_chains),
+      ]
+    )
   print(f"{'chains':>6} | {'ours steps/s':>12} | {'vs torch':>8}")
   for B, r in ours["plain"].items():
     print(f"{B:>6} | {r['steps_per_s']:>12.1f} | {r['steps_per_s'] / theirs['steps_per_s']:>7.2f}x")
@@ -181,11 +215,13 @@ def main() -> None:
   if "rejection_free" not in ours:
     return
   rf = ours["rejection_free"]
-  print(f"rejection-free, {rf['chains']} chains at T = {rf['temperature']} (median stay "
-        f"{rf['median_stay']:.4f}): {rf['rejection_free_steps_per_s']:.1f} steps/s vs plain "
-        f"{rf['plain_steps_per_s']:.1f} steps/s = "
-        f"{rf['rejection_free_steps_per_s'] / rf['plain_steps_per_s']:.1f}x "
-        f"({rf['iterations']} iterations, {rf['jumps']} jumps for {rf['chains']} x 400 steps)")
+  print(
+    f"rejection-free, {rf['chains']} chains at T = {rf['temperature']} (median stay "
+    f"{rf['median_stay']:.4f}): {rf['rejection_free_steps_per_s']:.1f} steps/s vs plain "
+    f"{rf['plain_steps_per_s']:.1f} steps/s = "
+    f"{rf['rejection_free_steps_per_s'] / rf['plain_steps_per_s']:.1f}x "
+    f"({rf['iterations']} iterations, {rf['jumps']} jumps for {rf['chains']} x 400 steps)"
+  )
 
 
 if __name__ == "__main__":

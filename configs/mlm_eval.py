@@ -14,11 +14,11 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "glauber.jobs.mlm_eval"
-  c.model = "default"          # "default", an HF id or a local BertForMaskedLM directory
+  c.model = "default"  # "default", an HF id or a local BertForMaskedLM directory
   c.dtype = "float32"
-  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
+  c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
   c.sources = ("wiki", "news")
-  c.max_sentences = 0          # per source; 0 = all
+  c.max_sentences = 0  # per source; 0 = all
   c.batch_size = 64
   c.seed = 0
   return c

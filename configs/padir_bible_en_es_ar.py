@@ -24,7 +24,9 @@ def get_config() -> ml_collections.ConfigDict:
   config = padir_bible_en_es.get_config()
   config.model.decoder = "ar"
   config.decode.beam_size = 5  # paper: 5 hypotheses for the AR baselines
-  config.train.num_train_steps = 2_000  # within an hour on 2 CPU cores (a step is cheaper than PaDIR's)
+  config.train.num_train_steps = (
+    2_000  # within an hour on 2 CPU cores (a step is cheaper than PaDIR's)
+  )
   config.train.warmup_steps = 300
   config.train.eval_every = 1_000
   config.decode.length_penalty = 0.6

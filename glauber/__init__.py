@@ -33,13 +33,16 @@ import importlib
 # name -> module; imported on first use, so `import glauber` (and the CLI's --help) stays light.
 _API = {
   "Layout": "glauber.layout",
-  "MaskedLM": "glauber.oracle", "load_mlm": "glauber.oracle",
-  "Spec": "glauber.chains", "ChainState": "glauber.chains", "Records": "glauber.chains",
-  "make_spec": "glauber.chains", "candidate_ids": "glauber.chains",
+  "MaskedLM": "glauber.oracle",
+  "load_mlm": "glauber.oracle",
+  "Spec": "glauber.chains",
+  "ChainState": "glauber.chains",
+  "Records": "glauber.chains",
+  "make_spec": "glauber.chains",
+  "candidate_ids": "glauber.chains",
   "init_state": "glauber.chains",
 }
-_MODULES = ("chains", "coupling", "init_states", "layout", "oracle", "recording",
-            "rejection_free")
+_MODULES = ("chains", "coupling", "init_states", "layout", "oracle", "recording", "rejection_free")
 
 __all__ = sorted([*_API, *_MODULES])
 

@@ -31,7 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from glauber.layout import Layout
 from glauber.oracle import MaskedLM
@@ -48,12 +49,13 @@ UNUSED_PATTERN = r"^\[unused\d+\]$|^<unused\d+>$"
 class Spec:
   """Where the free sites are (the layout) and how a site's new token is drawn from the MLM
   logits."""
-  candidates_C: jax.Array       # int32[C]: the token ids a site may take
-  index_V: jax.Array            # int32[V]: candidate index of each vocabulary id, -1 outside
+
+  candidates_C: jax.Array  # int32[C]: the token ids a site may take
+  index_V: jax.Array  # int32[V]: candidate index of each vocabulary id, -1 outside
   layout: Layout = struct.field(pytree_node=False)
   temperature: float = struct.field(pytree_node=False)  # 0: argmax, inf: uniform
-  top_k: int = struct.field(pytree_node=False, default=0)       # 0: no truncation
-  top_p: float = struct.field(pytree_node=False, default=1.0)   # 1: no truncation
+  top_k: int = struct.field(pytree_node=False, default=0)  # 0: no truncation
+  top_p: float = struct.field(pytree_node=False, default=1.0)  # 1: no truncation
 
   @property
   def mask_id(self) -> int:
@@ -73,30 +75,36 @@ class Spec:
     return self.offset + jnp.arange(self.num_sites, dtype=jnp.int32)
 
   def free(self, tokens_BL: jax.Array) -> jax.Array:
-    return tokens_BL[..., self.offset:self.offset + self.num_sites]
+    return tokens_BL[..., self.offset : self.offset + self.num_sites]
 
 
 @struct.dataclass
 class ChainState:
   tokens_BL: jax.Array  # int32 full sequences
-  steps_B: jax.Array    # int32: Glauber steps simulated by each chain
-  t: jax.Array          # int32 scalar: kernel invocations so far (the index of the key schedule)
+  steps_B: jax.Array  # int32: Glauber steps simulated by each chain
+  t: jax.Array  # int32 scalar: kernel invocations so far (the index of the key schedule)
 
 
 @struct.dataclass
 class Records:
   """What a run (`chains.run` or `rejection_free.run`) recorded: tokens_RBN[r] are the free
   tokens after (r + 1) * record_every more steps of each chain."""
+
   tokens_RBN: jax.Array
-  logp_RBN: jax.Array | None = None     # log p^T(x_i | x_-i) of each site (record_logprobs)
-  iterations: jax.Array | None = None   # rejection-free: iterations the call spent
-  changes_B: jax.Array | None = None    # rejection-free: jumps of each chain
+  logp_RBN: jax.Array | None = None  # log p^T(x_i | x_-i) of each site (record_logprobs)
+  iterations: jax.Array | None = None  # rejection-free: iterations the call spent
+  changes_B: jax.Array | None = None  # rejection-free: jumps of each chain
   memo_hits_B: jax.Array | None = None  # rejection-free: iterations served from the memo
 
 
-def candidate_ids(tokenizer=None, vocab_size: int | None = None, *, exclude_special: bool = True,
-                  exclude_pattern: str | None = UNUSED_PATTERN,
-                  exclude_ids: Sequence[int] = ()) -> np.ndarray:
+def candidate_ids(
+  tokenizer=None,
+  vocab_size: int | None = None,
+  *,
+  exclude_special: bool = True,
+  exclude_pattern: str | None = UNUSED_PATTERN,
+  exclude_ids: Sequence[int] = (),
+) -> np.ndarray:
   """Token ids a site may take: all of the vocabulary minus special tokens, ids whose token
   string matches `exclude_pattern` (BERT's [unused*]) and `exclude_ids`."""
   if vocab_size is None:
@@ -117,8 +125,14 @@ def candidate_ids(tokenizer=None, vocab_size: int | None = None, *, exclude_spec
   return ids
 
 
-def make_spec(candidates, vocab_size: int, layout: Layout, temperature: float, top_k: int = 0,
-              top_p: float = 1.0) -> Spec:
+def make_spec(
+  candidates,
+  vocab_size: int,
+  layout: Layout,
+  temperature: float,
+  top_k: int = 0,
+  top_p: float = 1.0,
+) -> Spec:
   temperature = float(temperature)
   if not temperature >= 0:
     raise ValueError(f"temperature must be >= 0 (0 = argmax, inf = uniform), got {temperature}")
@@ -131,8 +145,9 @@ def make_spec(candidates, vocab_size: int, layout: Layout, temperature: float, t
     raise ValueError(f"candidate ids must be a non-empty subset of [0, {vocab_size})")
   index = np.full(vocab_size, -1, np.int32)
   index[candidates] = np.arange(candidates.size, dtype=np.int32)
-  return Spec(jnp.asarray(candidates), jnp.asarray(index), layout, temperature, int(top_k),
-              float(top_p))
+  return Spec(
+    jnp.asarray(candidates), jnp.asarray(index), layout, temperature, int(top_k), float(top_p)
+  )
 
 
 def tempered_logprobs(spec: Spec, logits_XV: jax.Array) -> jax.Array:
@@ -141,12 +156,14 @@ def tempered_logprobs(spec: Spec, logits_XV: jax.Array) -> jax.Array:
   return draws.temper(s_XC, spec.temperature, spec.top_k, spec.top_p)
 
 
-def site_logprobs(model: MaskedLM, spec: Spec, tokens_BL: jax.Array,
-                  sites_BK: jax.Array) -> jax.Array:
+def site_logprobs(
+  model: MaskedLM, spec: Spec, tokens_BL: jax.Array, sites_BK: jax.Array
+) -> jax.Array:
   """logp_BKC of the k sites (indices into the free sites), all k masked in one sequence."""
   positions_BK = spec.offset + sites_BK
-  masked_BL = blocks.write_block(tokens_BL, positions_BK,
-                                 jnp.full(sites_BK.shape, spec.mask_id, tokens_BL.dtype))
+  masked_BL = blocks.write_block(
+    tokens_BL, positions_BK, jnp.full(sites_BK.shape, spec.mask_id, tokens_BL.dtype)
+  )
   return tempered_logprobs(spec, masked_logits(model, masked_BL, positions_BK))
 
 
@@ -157,7 +174,7 @@ def all_site_logprobs(model: MaskedLM, spec: Spec, tokens_BL: jax.Array) -> jax.
   n = spec.num_sites
   eye_NL = jax.nn.one_hot(spec.positions_N, L, dtype=jnp.bool_)
   masked_BNL = jnp.where(eye_NL[None], spec.mask_id, tokens_BL[:, None, :])
-  positions_X1 = jnp.tile(spec.positions_N, B)[:, None]   # X = B * n one-mask rows
+  positions_X1 = jnp.tile(spec.positions_N, B)[:, None]  # X = B * n one-mask rows
   logits_X1V = masked_logits(model, masked_BNL.reshape(B * n, L), positions_X1)
   return tempered_logprobs(spec, logits_X1V[:, 0]).reshape(B, n, -1)
 
@@ -175,29 +192,35 @@ def check_method(method: str, k: int, n: int) -> None:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
   if method in ("glauber", "parallel") and k != 1:
     updates = "one site" if method == "glauber" else "all sites"
-    raise ValueError(f"method={method!r} updates {updates} per step; block size k={k} applies "
-                     "to 'block' and 'sweep' only")
+    raise ValueError(
+      f"method={method!r} updates {updates} per step; block size k={k} applies "
+      "to 'block' and 'sweep' only"
+    )
   if not 1 <= k <= n:
     raise ValueError(f"block size k must be in [1, n={n}], got k={k}")
 
 
 def make_step(method: Method, k: int = 1):
   """One step as a pure function step(key, t, model, spec, tokens_BL) -> tokens_BL."""
+
   def step(key, t, model, spec, tokens_BL):
     B, n = tokens_BL.shape[0], spec.num_sites
     k_sites, k_draw = jax.random.split(key)
     if method == "parallel":
       sites_BN = blocks.all_sites(B, n)
       logp_BNC = all_site_logprobs(model, spec, tokens_BL)
-      return draws.draw_product(k_draw, tokens_BL, spec.offset + sites_BN, logp_BNC,
-                                 spec.candidates_C)
+      return draws.draw_product(
+        k_draw, tokens_BL, spec.offset + sites_BN, logp_BNC, spec.candidates_C
+      )
     if method == "sweep":
       sites_BK = blocks.sweep_blocks(t, B, n, k)
     else:
       sites_BK = blocks.random_blocks(k_sites, B, n, 1 if method == "glauber" else k)
     logp_BKC = site_logprobs(model, spec, tokens_BL, sites_BK)
-    return draws.draw_product(k_draw, tokens_BL, spec.offset + sites_BK, logp_BKC,
-                               spec.candidates_C)
+    return draws.draw_product(
+      k_draw, tokens_BL, spec.offset + sites_BK, logp_BKC, spec.candidates_C
+    )
+
   return step
 
 
@@ -214,8 +237,11 @@ def place(model, state: ChainState, mesh: Mesh | None):
     return model, state
   model = jax.device_put(model, NamedSharding(mesh, P()))
   data = chain_sharding(mesh)
-  state = ChainState(jax.device_put(state.tokens_BL, data), jax.device_put(state.steps_B, data),
-                     jax.device_put(state.t, NamedSharding(mesh, P())))
+  state = ChainState(
+    jax.device_put(state.tokens_BL, data),
+    jax.device_put(state.steps_B, data),
+    jax.device_put(state.t, NamedSharding(mesh, P())),
+  )
   return model, state
 
 
@@ -226,8 +252,9 @@ def init_state(tokens_BL) -> ChainState:
   return ChainState(tokens_BL, jnp.zeros(tokens_BL.shape[:1], jnp.int32), jnp.int32(0))
 
 
-def _run(key, model, spec, state, *, num_records, record_every, method, k, record_logprobs,
-         sharding):
+def _run(
+  key, model, spec, state, *, num_records, record_every, method, k, record_logprobs, sharding
+):
   step = make_step(method, k)
 
   def one_step(tokens_BL, t):
@@ -242,9 +269,12 @@ def _run(key, model, spec, state, *, num_records, record_every, method, k, recor
     return (tokens_BL, t + record_every), (spec.free(tokens_BL), logp_BN)
 
   (tokens_BL, t), (tokens_RBN, logp_RBN) = jax.lax.scan(
-      one_record, (constrain(state.tokens_BL, sharding), state.t), None, length=num_records)
-  return (ChainState(tokens_BL, state.steps_B + num_records * record_every, t),
-          Records(tokens_RBN, logp_RBN))
+    one_record, (constrain(state.tokens_BL, sharding), state.t), None, length=num_records
+  )
+  return (
+    ChainState(tokens_BL, state.steps_B + num_records * record_every, t),
+    Records(tokens_RBN, logp_RBN),
+  )
 
 
 _STATIC = ("num_records", "record_every", "method", "k", "record_logprobs", "sharding")
@@ -253,10 +283,20 @@ _run_kept = jax.jit(_run, static_argnames=_STATIC)
 _run_donated = jax.jit(_run, static_argnames=_STATIC, donate_argnames=("state",))
 
 
-def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_records: int,
-        record_every: int = 1, *, method: Method = "glauber", k: int = 1,
-        record_logprobs: bool = False, mesh: Mesh | None = None,
-        donate: bool = False) -> tuple[ChainState, Records]:
+def run(
+  key: jax.Array,
+  model: MaskedLM,
+  spec: Spec,
+  state: ChainState,
+  num_records: int,
+  record_every: int = 1,
+  *,
+  method: Method = "glauber",
+  k: int = 1,
+  record_logprobs: bool = False,
+  mesh: Mesh | None = None,
+  donate: bool = False,
+) -> tuple[ChainState, Records]:
   """num_records * record_every steps of every chain; returns (final state, records) where
   records.tokens_RBN[r] are the free tokens after (r + 1) * record_every more steps (and
   records.logp_RBN each site's log p^T of its current token when record_logprobs).
@@ -265,9 +305,20 @@ def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_reco
   backends that donate, CPU included), for a caller that only ever goes on from the result."""
   check_method(method, k, spec.num_sites)
   if num_records < 0 or record_every < 1:
-    raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
-                     f"{record_every}")
+    raise ValueError(
+      f"need num_records >= 0 and record_every >= 1, got {num_records}, {record_every}"
+    )
   model, state = place(model, state, mesh)
   runner = _run_donated if donate else _run_kept
-  return runner(key, model, spec, state, num_records=num_records, record_every=record_every,
-              method=method, k=k, record_logprobs=record_logprobs, sharding=chain_sharding(mesh))
+  return runner(
+    key,
+    model,
+    spec,
+    state,
+    num_records=num_records,
+    record_every=record_every,
+    method=method,
+    k=k,
+    record_logprobs=record_logprobs,
+    sharding=chain_sharding(mesh),
+  )

@@ -44,9 +44,11 @@ def read_texts(texts: str | os.PathLike | Sequence[str]) -> list[str]:
     elif isinstance(texts, str) and "|" in texts:
       texts = [t.strip() for t in texts.split("|") if t.strip()]
     elif isinstance(texts, os.PathLike) or looks_like_path(texts):
-      raise UserError(f"init text file {str(texts)!r} does not exist (a string ending in "
-                      f"{', '.join(TEXT_SUFFIXES)} or one word with a '/' names a file; give an "
-                      "existing file, or the text itself)")
+      raise UserError(
+        f"init text file {str(texts)!r} does not exist (a string ending in "
+        f"{', '.join(TEXT_SUFFIXES)} or one word with a '/' names a file; give an "
+        "existing file, or the text itself)"
+      )
     else:
       return [texts]
   texts = list(texts)
@@ -55,39 +57,52 @@ def read_texts(texts: str | os.PathLike | Sequence[str]) -> list[str]:
   return texts
 
 
-def from_text(tokenizer, lay: Layout, texts: str | os.PathLike | Sequence[str], num_chains: int,
-              pad: bool = False) -> np.ndarray:
+def from_text(
+  tokenizer,
+  lay: Layout,
+  texts: str | os.PathLike | Sequence[str],
+  num_chains: int,
+  pad: bool = False,
+) -> np.ndarray:
   """tokens_BL: chain b starts from texts[b % len(texts)], truncated to n tokens (or padded
   with [MASK] when pad; otherwise a text shorter than n is an error naming it)."""
   texts = read_texts(texts)
   rows = []
   for text in texts:
-    ids = _tokens(tokenizer, text)[:lay.num_sites]
+    ids = _tokens(tokenizer, text)[: lay.num_sites]
     if len(ids) < lay.num_sites:
       if not pad:
-        raise ValueError(f"init text {text!r} has {len(ids)} tokens, fewer than n = "
-                         f"{lay.num_sites}; give a longer text, a smaller n, or pad=True "
-                         "(pads with [MASK])")
+        raise ValueError(
+          f"init text {text!r} has {len(ids)} tokens, fewer than n = "
+          f"{lay.num_sites}; give a longer text, a smaller n, or pad=True "
+          "(pads with [MASK])"
+        )
       ids = ids + [lay.mask_id] * (lay.num_sites - len(ids))
     rows.append(ids)
   free_BN = np.asarray([rows[b % len(rows)] for b in range(_check(num_chains))], np.int32)
   return lay.sequences(free_BN)
 
 
-def text_cuts(tokenizer, lay: Layout, texts: str | os.PathLike | Sequence[str]
-              ) -> list[dict[str, object]]:
+def text_cuts(
+  tokenizer, lay: Layout, texts: str | os.PathLike | Sequence[str]
+) -> list[dict[str, object]]:
   """For each starting text: the text its n free sites hold ("kept") and how many of its
   tokens did not fit ("tokens_cut")."""
   out = []
   for text in read_texts(texts):
     ids = _tokens(tokenizer, text)
-    out.append({"kept": tokenizer.decode(ids[:lay.num_sites]),
-                "tokens_cut": max(0, len(ids) - lay.num_sites)})
+    out.append(
+      {
+        "kept": tokenizer.decode(ids[: lay.num_sites]),
+        "tokens_cut": max(0, len(ids) - lay.num_sites),
+      }
+    )
   return out
 
 
-def random_tokens(rng: np.random.Generator, lay: Layout, candidates: np.ndarray,
-                  num_chains: int) -> np.ndarray:
+def random_tokens(
+  rng: np.random.Generator, lay: Layout, candidates: np.ndarray, num_chains: int
+) -> np.ndarray:
   return lay.sequences(rng.choice(np.asarray(candidates), (_check(num_chains), lay.num_sites)))
 
 

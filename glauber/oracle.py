@@ -22,37 +22,46 @@ DTYPES = ("float32", "bfloat16", "float16")
 class MaskedLM(Protocol):
   """What the chains use of a model: its config (vocab_size, max_positions), the encoder and the
   MLM head (`gmlm.nn.masked_logits` composes the two)."""
+
   config: Any
 
-  def encode(self, tokens_BL: jax.Array, attention_mask_BL: jax.Array | None = None,
-             token_types_BL: jax.Array | None = None,
-             rows_BK: jax.Array | None = None) -> jax.Array:
+  def encode(
+    self,
+    tokens_BL: jax.Array,
+    attention_mask_BL: jax.Array | None = None,
+    token_types_BL: jax.Array | None = None,
+    rows_BK: jax.Array | None = None,
+  ) -> jax.Array:
     """Final hidden states h_BLD (h_BKD at rows_BK only)."""
 
   def mlm_logits(self, h_BKD: jax.Array) -> jax.Array:
     """logits_BKV (float32) of the MLM head."""
 
 
-def load_mlm(name: str, dtype: str = "float32",
-             allow_pickle: bool = False) -> tuple[MaskedLM, Any]:
+def load_mlm(name: str, dtype: str = "float32", allow_pickle: bool = False) -> tuple[MaskedLM, Any]:
   """(model, tokenizer) of a masked LM: "default" (or "") is the embedded English MLM, else an
   HF id or a local directory (allow_pickle: also read a pytorch_model.bin). Raises UserError
   when it cannot be loaded, has no MLM head or ships no tokenizer."""
   import jax.numpy as jnp
 
   from gmlm import nn as gm
+
   name = name or "default"
   try:
     model, tokenizer = gm.load(name, dtype=jnp.dtype(dtype), allow_pickle=allow_pickle)
   except (OSError, FileNotFoundError) as e:
     raise UserError(f"cannot load model {name!r}: {e}") from e
   if not hasattr(model, "mlm_logits") or getattr(model, "head", True) is None:
-    raise UserError(f"model {name!r} has no MLM head ({type(model).__name__}); Glauber chains "
-                    "and fill-mask need a *ForMaskedLM checkpoint (or 'default').")
+    raise UserError(
+      f"model {name!r} has no MLM head ({type(model).__name__}); Glauber chains "
+      "and fill-mask need a *ForMaskedLM checkpoint (or 'default')."
+    )
   if tokenizer is None:
-    raise UserError(f"model {name!r} ships no tokenizer; Glauber chains need one (its "
-                    "[CLS] / [SEP] / [MASK] ids and vocabulary). Add the tokenizer files to the "
-                    "model directory.")
+    raise UserError(
+      f"model {name!r} ships no tokenizer; Glauber chains need one (its "
+      "[CLS] / [SEP] / [MASK] ids and vocabulary). Add the tokenizer files to the "
+      "model directory."
+    )
   return model, tokenizer
 
 
@@ -60,12 +69,21 @@ def validate_model(config) -> None:
   """config.model (a preset name, HF id or directory; "" = "default"), config.dtype (the
   compute dtype) and config.allow_pickle, checked without loading anything."""
   name = checks.get(config, "model")
-  checks.check(isinstance(name, str), "model", name,
-               "must be 'default', a Hugging Face id or a local model directory")
+  checks.check(
+    isinstance(name, str),
+    "model",
+    name,
+    "must be 'default', a Hugging Face id or a local model directory",
+  )
   checks.check_choice(config, "dtype", DTYPES)
   pickle = checks.get(config, "allow_pickle")
-  checks.check(isinstance(pickle, bool), "allow_pickle", pickle, "must be True or False (True: "
-               "also read a checkpoint's pytorch_model.bin, a pickle that can run code)")
+  checks.check(
+    isinstance(pickle, bool),
+    "allow_pickle",
+    pickle,
+    "must be True or False (True: "
+    "also read a checkpoint's pytorch_model.bin, a pickle that can run code)",
+  )
 
 
 def model_name(name: str) -> str:

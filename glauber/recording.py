@@ -54,7 +54,7 @@ class Trajectory:
       return "missing"
     try:
       with zipfile.ZipFile(f) as z:
-        bad = z.testzip()   # reads every member and checks its CRC
+        bad = z.testzip()  # reads every member and checks its CRC
       if bad is not None:
         return f"damaged: member {bad} fails its CRC check"
       with np.load(f) as z:
@@ -86,16 +86,21 @@ class Trajectory:
     count = int(files[-1].stem.split("_")[1]) + 1
     if (bad := self.first_problem(count)) is not None:
       index, why = bad
-      raise UserError(f"trajectory chunk {self.chunk_file(index)} is {why}; rerun the job in "
-                      "this --workdir to recompute it from the checkpoint before it.")
+      raise UserError(
+        f"trajectory chunk {self.chunk_file(index)} is {why}; rerun the job in "
+        "this --workdir to recompute it from the checkpoint before it."
+      )
     parts = [dict(np.load(self.chunk_file(i))) for i in range(count)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def decode(tokenizer, tokens_XN) -> list[str]:
   """Texts of free-token rows, decoded on demand."""
-  return tokenizer.batch_decode(np.asarray(tokens_XN).reshape(-1, np.shape(tokens_XN)[-1]),
-                                skip_special_tokens=False, clean_up_tokenization_spaces=True)
+  return tokenizer.batch_decode(
+    np.asarray(tokens_XN).reshape(-1, np.shape(tokens_XN)[-1]),
+    skip_special_tokens=False,
+    clean_up_tokenization_spaces=True,
+  )
 
 
 def checkpoints(directory: str | os.PathLike) -> Checkpoints:
@@ -104,8 +109,11 @@ def checkpoints(directory: str | os.PathLike) -> Checkpoints:
 
 
 def _tree(state: ChainState) -> dict[str, np.ndarray]:
-  return {"tokens_BL": np.asarray(state.tokens_BL), "steps_B": np.asarray(state.steps_B),
-          "t": np.asarray(state.t)}
+  return {
+    "tokens_BL": np.asarray(state.tokens_BL),
+    "steps_B": np.asarray(state.steps_B),
+    "t": np.asarray(state.t),
+  }
 
 
 def save(ckpt: Checkpoints, chunk: int, state: ChainState) -> None:
@@ -114,8 +122,9 @@ def save(ckpt: Checkpoints, chunk: int, state: ChainState) -> None:
 
 
 def _state(tree: dict) -> ChainState:
-  return ChainState(jnp.asarray(tree["tokens_BL"]), jnp.asarray(tree["steps_B"]),
-                    jnp.asarray(tree["t"]))
+  return ChainState(
+    jnp.asarray(tree["tokens_BL"]), jnp.asarray(tree["steps_B"]), jnp.asarray(tree["t"])
+  )
 
 
 def restore(ckpt: Checkpoints, like: ChainState) -> tuple[int, ChainState] | None:
@@ -139,8 +148,11 @@ def resume(ckpt: Checkpoints, traj: Trajectory, initial: ChainState) -> tuple[in
     done, state = 0, initial
     if older:
       done, state = older[-1], _state(ckpt.restore(older[-1], {"state": _tree(initial)})["state"])
-    print(f"warning: trajectory chunk {traj.chunk_file(index)} is {why}; recomputing from chunk "
-          f"{done} ({'its checkpoint' if done else 'the start'})", file=sys.stderr)
+    print(
+      f"warning: trajectory chunk {traj.chunk_file(index)} is {why}; recomputing from chunk "
+      f"{done} ({'its checkpoint' if done else 'the start'})",
+      file=sys.stderr,
+    )
     ckpt.delete_after(done)
   traj.drop_from(done)
   return done, state

@@ -39,8 +39,16 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh
 
-from glauber.chains import (ChainState, Records, Spec, all_site_logprobs, chain_sharding,
-                            constrain, current_logprobs, place)
+from glauber.chains import (
+  ChainState,
+  Records,
+  Spec,
+  all_site_logprobs,
+  chain_sharding,
+  constrain,
+  current_logprobs,
+  place,
+)
 from glauber.oracle import MaskedLM
 from gmlm.core import blocks, draws
 
@@ -51,8 +59,9 @@ def stay_probabilities(model: MaskedLM, spec: Spec, tokens_BL: jax.Array) -> jax
   return jnp.exp(logp_BN).mean(-1)
 
 
-def choose_mode(model: MaskedLM, spec: Spec, tokens_BL, threshold: float | None = None,
-                max_chains: int = 64) -> tuple[str, float]:
+def choose_mode(
+  model: MaskedLM, spec: Spec, tokens_BL, threshold: float | None = None, max_chains: int = 64
+) -> tuple[str, float]:
   """'rejection_free' when the median stay probability over (up to max_chains) chains is at
   least `threshold` (default 1 - 1/n: where an iteration of n rows beats n plain steps),
   else 'plain'; also returns the measured median."""
@@ -68,8 +77,15 @@ def _safe_logits(logits_BX: jax.Array) -> jax.Array:
   return jnp.where(jnp.isfinite(logits_BX).any(-1, keepdims=True), logits_BX, 0.0)
 
 
-def iteration(key: jax.Array, model: MaskedLM, spec: Spec, tokens_BL: jax.Array, steps_B: jax.Array,
-              target_B: jax.Array, logp_BNC: jax.Array | None = None):
+def iteration(
+  key: jax.Array,
+  model: MaskedLM,
+  spec: Spec,
+  tokens_BL: jax.Array,
+  steps_B: jax.Array,
+  target_B: jax.Array,
+  logp_BNC: jax.Array | None = None,
+):
   """One rejection-free iteration of every chain towards its target step.
   Returns (tokens_BL, steps_B, stay_B, logp_BN) with logp_BN = log p^T(x_i | x_-i) of the
   state before the iteration. logp_BNC: the state's site conditionals, if already known."""
@@ -78,9 +94,9 @@ def iteration(key: jax.Array, model: MaskedLM, spec: Spec, tokens_BL: jax.Array,
   if logp_BNC is None:
     logp_BNC = all_site_logprobs(model, spec, tokens_BL)
   logp_BN = current_logprobs(spec, tokens_BL, logp_BNC)
-  leave_BN = -jnp.expm1(logp_BN)                                  # 1 - p_i(x_i | x_-i)
-  leave_B = leave_BN.mean(-1)                                     # 1 - s
-  u_B = 1.0 - jax.random.uniform(k_hold, (B,))                    # (0, 1]
+  leave_BN = -jnp.expm1(logp_BN)  # 1 - p_i(x_i | x_-i)
+  leave_B = leave_BN.mean(-1)  # 1 - s
+  u_B = 1.0 - jax.random.uniform(k_hold, (B,))  # (0, 1]
   hold_B = jnp.where(leave_B > 0, jnp.floor(jnp.log(u_B) / jnp.log1p(-leave_B)), jnp.inf)
   remaining_B = target_B - steps_B
   jump_B = (remaining_B > 0) & (hold_B < remaining_B.astype(jnp.float32))
@@ -110,10 +126,11 @@ def memo_slots(spec: Spec, num_chains: int, budget_bytes: float = 256e6, most: i
 @struct.dataclass
 class Memo:
   """Each chain's S most recently used states and their n site conditionals (S = 0: no memo)."""
-  tokens_BSN: jax.Array   # free tokens of each remembered state
-  logp_BSNC: jax.Array    # its conditionals log p_i^T(. | x_-i)
-  used_BS: jax.Array      # the iteration a slot was last used (-1: empty)
-  hits_B: jax.Array       # iterations served from the memo (chains still active)
+
+  tokens_BSN: jax.Array  # free tokens of each remembered state
+  logp_BSNC: jax.Array  # its conditionals log p_i^T(. | x_-i)
+  used_BS: jax.Array  # the iteration a slot was last used (-1: empty)
+  hits_B: jax.Array  # iterations served from the memo (chains still active)
 
   @property
   def num_slots(self) -> int:
@@ -122,8 +139,12 @@ class Memo:
   @classmethod
   def empty(cls, B: int, slots: int, spec: Spec, dtype) -> "Memo":
     n, C = spec.num_sites, spec.candidates_C.shape[0]
-    return cls(jnp.full((B, slots, n), -1, dtype), jnp.zeros((B, slots, n, C), jnp.float32),
-               jnp.full((B, slots), -1, jnp.int32), jnp.zeros((B,), jnp.int32))
+    return cls(
+      jnp.full((B, slots, n), -1, dtype),
+      jnp.zeros((B, slots, n, C), jnp.float32),
+      jnp.full((B, slots), -1, jnp.int32),
+      jnp.zeros((B,), jnp.int32),
+    )
 
 
 def _conditionals(model, spec: Spec, tokens_BL, memo: Memo, active_B, t):
@@ -133,27 +154,49 @@ def _conditionals(model, spec: Spec, tokens_BL, memo: Memo, active_B, t):
   free_BN = spec.free(tokens_BL)
   hit_BS = jnp.all(memo.tokens_BSN == free_BN[:, None], axis=-1) & (memo.used_BS >= 0)
   hit_B = hit_BS.any(-1)
-  cached_BNC = jnp.take_along_axis(memo.logp_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None],
-                                   axis=1)[:, 0]
+  cached_BNC = jnp.take_along_axis(
+    memo.logp_BSNC, jnp.argmax(hit_BS, -1)[:, None, None, None], axis=1
+  )[:, 0]
   logp_BNC = jax.lax.cond(
-    jnp.all(hit_B), lambda: cached_BNC,
-    lambda: jnp.where(hit_B[:, None, None], cached_BNC, all_site_logprobs(model, spec, tokens_BL)))
+    jnp.all(hit_B),
+    lambda: cached_BNC,
+    lambda: jnp.where(hit_B[:, None, None], cached_BNC, all_site_logprobs(model, spec, tokens_BL)),
+  )
   victim_BS = jax.nn.one_hot(jnp.argmin(memo.used_BS, -1), memo.num_slots, dtype=jnp.bool_)
   write_BS = ~hit_B[:, None] & victim_BS
   return logp_BNC, memo.replace(
     tokens_BSN=jnp.where(write_BS[..., None], free_BN[:, None], memo.tokens_BSN),
     logp_BSNC=jnp.where(write_BS[..., None, None], logp_BNC[:, None], memo.logp_BSNC),
     used_BS=jnp.where(write_BS | hit_BS, t, memo.used_BS),
-    hits_B=memo.hits_B + (hit_B & active_B).astype(jnp.int32))
+    hits_B=memo.hits_B + (hit_B & active_B).astype(jnp.int32),
+  )
 
 
 # Everything the loop carries is donated: `run` passes fresh buffers (or the previous call's
 # results) and keeps only what this call returns; the memo alone may hold 256 MB.
-@functools.partial(jax.jit, static_argnames=("record_every", "max_iterations", "sharding"),
-                   donate_argnames=("tokens_BL", "steps_B", "rec_RBN", "logp_RBN", "jumps_B",
-                                    "memo"))
-def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, logp_RBN, jumps_B,
-             memo, *, record_every, max_iterations, sharding):
+@functools.partial(
+  jax.jit,
+  static_argnames=("record_every", "max_iterations", "sharding"),
+  donate_argnames=("tokens_BL", "steps_B", "rec_RBN", "logp_RBN", "jumps_B", "memo"),
+)
+def _iterate(
+  key,
+  model,
+  spec,
+  tokens_BL,
+  steps_B,
+  t,
+  start_B,
+  end_B,
+  rec_RBN,
+  logp_RBN,
+  jumps_B,
+  memo,
+  *,
+  record_every,
+  max_iterations,
+  sharding,
+):
   """Up to max_iterations rejection-free iterations (fewer if every chain reaches end_B).
   rec_RBN / logp_RBN collect the snapshots due at start_B + r * record_every (r = 1..R).
   memo: see Memo (no slots: no memo)."""
@@ -170,18 +213,33 @@ def _iterate(key, model, spec, tokens_BL, steps_B, t, start_B, end_B, rec_RBN, l
     logp_BNC = None
     if use_memo:
       logp_BNC, memo = _conditionals(model, spec, tokens_BL, memo, steps_B < end_B, t)
-    new_BL, new_steps_B, _, logp_BN = iteration(blocks.step_key(key, t), model, spec, tokens_BL,
-                                                steps_B, end_B, logp_BNC)
+    new_BL, new_steps_B, _, logp_BN = iteration(
+      blocks.step_key(key, t), model, spec, tokens_BL, steps_B, end_B, logp_BNC
+    )
     # Snapshots due at steps s..s+G (the held state), all before the end of the call.
     held_RB = (due_RB >= steps_B[None]) & (due_RB < new_steps_B[None])
     rec_RBN = jnp.where(held_RB[..., None], spec.free(tokens_BL)[None], rec_RBN)
     logp_RBN = jnp.where(held_RB[..., None], logp_BN[None], logp_RBN)
     jumps_B = jumps_B + jnp.any(new_BL != tokens_BL, axis=-1).astype(jnp.int32)
-    return (constrain(new_BL, sharding), constrain(new_steps_B, sharding), t + 1, rec_RBN,
-            logp_RBN, jumps_B, memo)
+    return (
+      constrain(new_BL, sharding),
+      constrain(new_steps_B, sharding),
+      t + 1,
+      rec_RBN,
+      logp_RBN,
+      jumps_B,
+      memo,
+    )
 
-  init = (constrain(tokens_BL, sharding), constrain(steps_B, sharding), t, rec_RBN, logp_RBN,
-          jumps_B, memo)
+  init = (
+    constrain(tokens_BL, sharding),
+    constrain(steps_B, sharding),
+    t,
+    rec_RBN,
+    logp_RBN,
+    jumps_B,
+    memo,
+  )
   return jax.lax.while_loop(cond, body, init)
 
 
@@ -193,10 +251,20 @@ def _bucket(n: int, granule: int) -> int:
   return size
 
 
-def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_records: int,
-        record_every: int = 1, *, record_logprobs: bool = False, mesh: Mesh | None = None,
-        retire_every: int = 32, granule: int = 8, memo: int | None = None
-        ) -> tuple[ChainState, Records]:
+def run(
+  key: jax.Array,
+  model: MaskedLM,
+  spec: Spec,
+  state: ChainState,
+  num_records: int,
+  record_every: int = 1,
+  *,
+  record_logprobs: bool = False,
+  mesh: Mesh | None = None,
+  retire_every: int = 32,
+  granule: int = 8,
+  memo: int | None = None,
+) -> tuple[ChainState, Records]:
   """Rejection-free twin of `chains.run(method="glauber")`: the same records (the states after
   every record_every steps of each chain), plus records.iterations (iterations spent) and
   records.changes_B (jumps of each chain). Chains run unsynchronised until the end of the
@@ -215,8 +283,9 @@ def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_reco
   without. records.memo_hits_B counts the iterations each chain was served from it.
   """
   if num_records < 0 or record_every < 1:
-    raise ValueError(f"need num_records >= 0 and record_every >= 1, got {num_records}, "
-                     f"{record_every}")
+    raise ValueError(
+      f"need num_records >= 0 and record_every >= 1, got {num_records}, {record_every}"
+    )
   if retire_every < 0 or granule < 1:
     raise ValueError(f"need retire_every >= 0 and granule >= 1, got {retire_every}, {granule}")
   if memo is not None and memo < 0:
@@ -232,7 +301,7 @@ def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_reco
   rec = np.zeros((num_records, B, n), tokens.dtype)
   logp = np.zeros((num_records, B, n), np.float32)
   jumps = np.zeros(B, np.int32)
-  rows = np.arange(B)   # the chains in the batch being iterated
+  rows = np.arange(B)  # the chains in the batch being iterated
   limit = retire_every or np.iinfo(np.int32).max
   put = (lambda x: jax.device_put(x, sharding)) if sharding is not None else jnp.asarray
   slots = memo_slots(spec, B) if memo is None else memo
@@ -240,9 +309,22 @@ def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_reco
   hits = np.zeros(B, np.int32)
   while True:
     tok_b, steps_b, t, rec_b, logp_b, jumps_b, memo_b = _iterate(
-      key, model, spec, put(tokens[rows]), put(steps[rows]), t, put(start_B[rows]),
-      put(end_B[rows]), jnp.asarray(rec[:, rows]), jnp.asarray(logp[:, rows]), put(jumps[rows]),
-      memo_b, record_every=record_every, max_iterations=int(limit), sharding=sharding)
+      key,
+      model,
+      spec,
+      put(tokens[rows]),
+      put(steps[rows]),
+      t,
+      put(start_B[rows]),
+      put(end_B[rows]),
+      jnp.asarray(rec[:, rows]),
+      jnp.asarray(logp[:, rows]),
+      put(jumps[rows]),
+      memo_b,
+      record_every=record_every,
+      max_iterations=int(limit),
+      sharding=sharding,
+    )
     tokens[rows], steps[rows], jumps[rows] = tok_b, steps_b, jumps_b
     rec[:, rows], logp[:, rows] = rec_b, logp_b
     hits[rows] += np.asarray(memo_b.hits_B)
@@ -251,26 +333,35 @@ def run(key: jax.Array, model: MaskedLM, spec: Spec, state: ChainState, num_reco
       break
     size = _bucket(active.size, granule)
     if size < rows.size and size % devices == 0 and retire_every:
-      done = np.flatnonzero(steps >= end_B)   # padding: finished chains, which never jump
-      new_rows = np.concatenate([active, done[:size - active.size]])
+      done = np.flatnonzero(steps >= end_B)  # padding: finished chains, which never jump
+      new_rows = np.concatenate([active, done[: size - active.size]])
       # The memo follows its chains; a padding chain new to the batch starts with an empty one.
       where = {r: i for i, r in enumerate(rows)}
       idx = np.array([where.get(r, -1) for r in new_rows])
       fresh = Memo.empty(size, slots, spec, tokens.dtype)
-      memo_b = jax.tree.map(lambda m, f: put(jnp.where(
-          (idx >= 0).reshape((-1,) + (1,) * (m.ndim - 1)), m[np.maximum(idx, 0)], f)),
-          memo_b, fresh)
+      memo_b = jax.tree.map(
+        lambda m, f: put(
+          jnp.where((idx >= 0).reshape((-1,) + (1,) * (m.ndim - 1)), m[np.maximum(idx, 0)], f)
+        ),
+        memo_b,
+        fresh,
+      )
       rows = new_rows
     memo_b = memo_b.replace(hits_B=put(jnp.zeros((rows.size,), jnp.int32)))
   tokens_BL = jnp.asarray(tokens)
-  if num_records:   # the snapshot at the end of the call is the final state
+  if num_records:  # the snapshot at the end of the call is the final state
     rec[-1] = np.asarray(spec.free(tokens_BL))
     if record_logprobs:
-      logp[-1] = np.asarray(current_logprobs(spec, tokens_BL,
-                                             all_site_logprobs(model, spec, tokens_BL)))
-  out = Records(jnp.asarray(rec), jnp.asarray(logp) if record_logprobs else None,
-                iterations=t - state.t, changes_B=jnp.asarray(jumps),
-                memo_hits_B=jnp.asarray(hits))
+      logp[-1] = np.asarray(
+        current_logprobs(spec, tokens_BL, all_site_logprobs(model, spec, tokens_BL))
+      )
+  out = Records(
+    jnp.asarray(rec),
+    jnp.asarray(logp) if record_logprobs else None,
+    iterations=t - state.t,
+    changes_B=jnp.asarray(jumps),
+    memo_hits_B=jnp.asarray(hits),
+  )
   new_state = ChainState(tokens_BL, jnp.asarray(steps), t)
   if mesh is not None:
     _, new_state = place(model, new_state, mesh)

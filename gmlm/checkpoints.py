@@ -36,6 +36,7 @@ DIGEST = "digest"
 @dataclasses.dataclass
 class Json:
   """A JSON item of a checkpoint (value: what to save; empty when restoring)."""
+
   value: Any = None
 
 
@@ -43,6 +44,7 @@ def digest(tree: Any) -> str | None:
   """SHA-256 over the paths, dtypes, shapes and bytes of a pytree's leaves, or None when a leaf
   is not held whole by this process (a multi-process sharded array)."""
   import jax
+
   h = hashlib.sha256()
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
     if not getattr(leaf, "is_fully_addressable", True):
@@ -56,14 +58,19 @@ def digest(tree: Any) -> str | None:
 class Checkpoints:
   """Numbered checkpoints in one directory (orbax CheckpointManager)."""
 
-  def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = 2,
-               save_interval_steps: int = 1):
+  def __init__(
+    self, directory: str | os.PathLike, *, max_to_keep: int | None = 2, save_interval_steps: int = 1
+  ):
     import orbax.checkpoint as ocp
+
     self.directory = Path(directory).absolute()
     self._ocp = ocp
     self._manager = ocp.CheckpointManager(
-        self.directory, options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, save_interval_steps=save_interval_steps))
+      self.directory,
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, save_interval_steps=save_interval_steps
+      ),
+    )
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -74,15 +81,19 @@ class Checkpoints:
   def should_save(self, step: int) -> bool:
     return self._manager.should_save(step)
 
-  def save(self, step: int, items: dict[str, Any], *, force: bool = False,
-           wait: bool = True) -> bool:
+  def save(
+    self, step: int, items: dict[str, Any], *, force: bool = False, wait: bool = True
+  ) -> bool:
     """Saves the items at `step`; returns whether a checkpoint was written (the manager skips
     steps off its save interval unless force). wait: block until it is on disk."""
     ocp = self._ocp
-    args = {name: ocp.args.JsonSave(v.value) if isinstance(v, Json) else ocp.args.StandardSave(v)
-            for name, v in items.items()}
-    args[DIGEST] = ocp.args.JsonSave({name: digest(v) for name, v in items.items()
-                                      if not isinstance(v, Json)})
+    args = {
+      name: ocp.args.JsonSave(v.value) if isinstance(v, Json) else ocp.args.StandardSave(v)
+      for name, v in items.items()
+    }
+    args[DIGEST] = ocp.args.JsonSave(
+      {name: digest(v) for name, v in items.items() if not isinstance(v, Json)}
+    )
     saved = self._manager.save(step, args=ocp.args.Composite(**args), force=force)
     fault_point("checkpoint_saving")
     if wait:
@@ -94,17 +105,20 @@ class Checkpoints:
     """The items of checkpoint `step`, each restored against its `like` (a pytree of arrays or
     of jax.ShapeDtypeStruct, or Json())."""
     ocp = self._ocp
-    args = {name: ocp.args.JsonRestore() if isinstance(v, Json) else ocp.args.StandardRestore(v)
-            for name, v in like.items()}
-    has_digest = (self.directory / str(step) / DIGEST).is_dir()   # absent before digests
+    args = {
+      name: ocp.args.JsonRestore() if isinstance(v, Json) else ocp.args.StandardRestore(v)
+      for name, v in like.items()
+    }
+    has_digest = (self.directory / str(step) / DIGEST).is_dir()  # absent before digests
     if has_digest:
       args[DIGEST] = ocp.args.JsonRestore()
     restored = self._manager.restore(step, args=ocp.args.Composite(**args))
     for name in like:
       want = restored[DIGEST].get(name) if has_digest else None
       if want is not None and digest(restored[name]) != want:
-        raise ValueError(f"item {name!r} does not match its SHA-256 digest (bit rot or a "
-                         "damaged copy)")
+        raise ValueError(
+          f"item {name!r} does not match its SHA-256 digest (bit rot or a damaged copy)"
+        )
     return {name: restored[name] for name in like}
 
   def restore_latest(self, like: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -119,17 +133,21 @@ class Checkpoints:
       except Exception as e:  # orbax / tensorstore raise many types for damaged files
         reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
         errors.append(f"step {step} ({reason})")
-        print(f"warning: checkpoint {self.directory / str(step)} is unreadable ({reason}); "
-              "trying the previous one", file=sys.stderr)
+        print(
+          f"warning: checkpoint {self.directory / str(step)} is unreadable ({reason}); "
+          "trying the previous one",
+          file=sys.stderr,
+        )
         continue
       if errors:
         self.delete_after(step, "unreadable")
       return step, items
     if steps:
       raise UserError(
-          f"no intact checkpoint in {self.directory}: {'; '.join(errors)}. Delete "
-          f"{self.directory} to start the run over (results written so far stay), or restore "
-          "it from a copy.")
+        f"no intact checkpoint in {self.directory}: {'; '.join(errors)}. Delete "
+        f"{self.directory} to start the run over (results written so far stay), or restore "
+        "it from a copy."
+      )
     return None
 
   def delete_after(self, step: int, why: str = "past the step the run restarts from") -> None:

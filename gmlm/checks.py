@@ -52,20 +52,32 @@ def check_int(config: Any, key: str, lo: int | None = None, hi: int | None = Non
   return v
 
 
-def check_float(config: Any, key: str, lo: float | None = None, hi: float | None = None, *,
-                lo_open: bool = False, hi_open: bool = False, inf_ok: bool = False) -> float:
+def check_float(
+  config: Any,
+  key: str,
+  lo: float | None = None,
+  hi: float | None = None,
+  *,
+  lo_open: bool = False,
+  hi_open: bool = False,
+  inf_ok: bool = False,
+) -> float:
   """A real number in the interval [lo, hi] ((lo, ...) with lo_open; inf allowed with inf_ok)."""
   v = get(config, key)
   ok = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
   if ok and math.isinf(v):
     ok = inf_ok and v > 0
   elif ok:
-    ok = (lo is None or (v > lo if lo_open else v >= lo)) and \
-         (hi is None or (v < hi if hi_open else v <= hi))
+    ok = (lo is None or (v > lo if lo_open else v >= lo)) and (
+      hi is None or (v < hi if hi_open else v <= hi)
+    )
   lo_s = "(" if lo_open else "["
   hi_s = ")" if hi_open else "]"
-  span = "" if lo is None and hi is None else \
-      f" in {lo_s}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{hi_s}"
+  span = (
+    ""
+    if lo is None and hi is None
+    else f" in {lo_s}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{hi_s}"
+  )
   check(ok, key, v, f"must be a number{span}" + (" (inf allowed)" if inf_ok else ""))
   return float(v)
 
@@ -79,23 +91,34 @@ def check_choice(config: Any, key: str, choices: Sequence[Any]) -> Any:
 def check_ints(config: Any, key: str, lo: int | None = None, hi: int | None = None) -> list[int]:
   """A non-empty sequence of integers, each in [lo, hi]."""
   v = get(config, key)
-  ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(
-      isinstance(x, int) and not isinstance(x, bool) and (lo is None or x >= lo)
-      and (hi is None or x <= hi) for x in v)
+  ok = (
+    isinstance(v, (list, tuple))
+    and len(v) > 0
+    and all(
+      isinstance(x, int)
+      and not isinstance(x, bool)
+      and (lo is None or x >= lo)
+      and (hi is None or x <= hi)
+      for x in v
+    )
+  )
   check(ok, key, v, f"must be a non-empty list of integers{_range(lo, hi)}")
   return list(v)
 
 
-def check_floats(config: Any, key: str, lo: float | None = None, *, lo_open: bool = False,
-                 inf_ok: bool = False) -> list[float]:
+def check_floats(
+  config: Any, key: str, lo: float | None = None, *, lo_open: bool = False, inf_ok: bool = False
+) -> list[float]:
   """A non-empty sequence of reals above lo (inf allowed with inf_ok)."""
   v = get(config, key)
+
   def ok_one(x):
     if not isinstance(x, (int, float)) or isinstance(x, bool) or math.isnan(x):
       return False
     if math.isinf(x):
       return inf_ok and x > 0
     return lo is None or (x > lo if lo_open else x >= lo)
+
   ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(ok_one(x) for x in v)
   bound = "" if lo is None else f" {'>' if lo_open else '>='} {lo}"
   check(ok, key, v, f"must be a non-empty list of numbers{bound}")
@@ -106,8 +129,13 @@ def check_multiple(config: Any, key: str, of: str) -> int:
   """config[key] a multiple of config[of] (positive integers, checked before, key >= of); the
   message names the two nearest multiples."""
   v, m = get(config, key), get(config, of)
-  check(v % m == 0, key, v, f"must be a multiple of {of}={m} (nothing is rounded); use "
-        f"{key}={v // m * m} or {(v // m + 1) * m}")
+  check(
+    v % m == 0,
+    key,
+    v,
+    f"must be a multiple of {of}={m} (nothing is rounded); use "
+    f"{key}={v // m * m} or {(v // m + 1) * m}",
+  )
   return v
 
 
@@ -129,8 +157,10 @@ def read_text(path: str | os.PathLike, error: type[UserError] = UserError) -> st
   except UnicodeDecodeError as e:
     line = raw.count(b"\n", 0, e.start) + 1
     column = e.start - raw.rfind(b"\n", 0, e.start)
-    raise error(f"{path}, line {line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                f"{column}); save the file as UTF-8") from None
+    raise error(
+      f"{path}, line {line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+      f"{column}); save the file as UTF-8"
+    ) from None
   return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -42,8 +42,9 @@ def job_entry_point(job: str) -> str | None:
     return None
   tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
   for node in tree.body:
-    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ENTRY_POINT"
-                                            for t in node.targets):
+    if isinstance(node, ast.Assign) and any(
+      getattr(t, "id", None) == "ENTRY_POINT" for t in node.targets
+    ):
       return ast.literal_eval(node.value)
   return None
 
@@ -52,18 +53,26 @@ def resolve_job(config: Any, entry: str):
   """The job module of `config`, checked to belong to `entry`."""
   job = config.get("job") if hasattr(config, "get") else None
   if not job or not isinstance(job, str):
-    raise UserError("config.job is missing: a config names its job module, e.g. "
-                    "config.job = 'glauber.jobs.sample'.")
+    raise UserError(
+      "config.job is missing: a config names its job module, e.g. "
+      "config.job = 'glauber.jobs.sample'."
+    )
   if ":" in job:
-    raise UserError(f"config.job={job!r}: name the job module only (e.g. "
-                    f"{job.split(':')[0]!r}); its function is always run(config, workdir).")
+    raise UserError(
+      f"config.job={job!r}: name the job module only (e.g. "
+      f"{job.split(':')[0]!r}); its function is always run(config, workdir)."
+    )
   owner = job_entry_point(job)
   if owner is None:
-    raise UserError(f"config.job={job!r} is not a job module (a module with ENTRY_POINT and "
-                    "run(config, workdir)); see the shipped configs/.")
+    raise UserError(
+      f"config.job={job!r} is not a job module (a module with ENTRY_POINT and "
+      "run(config, workdir)); see the shipped configs/."
+    )
   if owner != entry:
-    raise UserError(f"config.job={job!r} is a {_kind(owner)} job: run it with "
-                    f"`python {owner} --config ... --workdir ...`, not {entry}.")
+    raise UserError(
+      f"config.job={job!r} is a {_kind(owner)} job: run it with "
+      f"`python {owner} --config ... --workdir ...`, not {entry}."
+    )
   return importlib.import_module(job)
 
 
@@ -74,9 +83,12 @@ def _kind(entry: str) -> str:
 def prepare(config: Any, workdir: str, entry: str):
   """Resolves and validates the job and checks the run directory; writes nothing."""
   from gmlm import runs
+
   if not workdir:
-    raise UserError("--workdir is required: the directory where config.json, results.json, "
-                    "figures and report.md are written.")
+    raise UserError(
+      "--workdir is required: the directory where config.json, results.json, "
+      "figures and report.md are written."
+    )
   module = resolve_job(config, entry)
   validate = getattr(module, "validate", None)
   if validate is not None:
@@ -100,11 +112,15 @@ def config_docs(configs_dir: Path, entry: str) -> list[tuple[str, str]]:
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     doc = (ast.get_docstring(tree) or "").strip().splitlines() or [
-        line.lstrip("# ").strip() for line in text.splitlines()[:1] if line.startswith("#")]
+      line.lstrip("# ").strip() for line in text.splitlines()[:1] if line.startswith("#")
+    ]
     job = None
     for node in ast.walk(tree):
-      if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
-          isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets):
+      if (
+        isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and any(isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets)
+      ):
         job = node.value.value
     if job is None:  # a config that extends another: ask the one it imports
       for node in tree.body:
@@ -120,25 +136,30 @@ def _config_job(path: Path) -> str | None:
   if not path.is_file():
     return None
   for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
-        isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets):
+    if (
+      isinstance(node, ast.Assign)
+      and isinstance(node.value, ast.Constant)
+      and any(isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets)
+    ):
       return node.value.value
   return None
 
 
 def help_text(entry: str, configs_dir: Path) -> str:
   other = "train.py" if entry == "sample.py" else "sample.py"
-  lines = [f"usage: python {entry} --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]",
-           "",
-           f"Runs a {_kind(entry)} config; every run writes DIR/config.json, results.json, "
-           "figures and report.md.",
-           "",
-           "flags:",
-           "  --config PATH          a config file (its header gives the command and the result)",
-           "  --workdir DIR          the run directory (a killed run resumes there)",
-           "  --config.KEY=VALUE     override a config field (e.g. --config.temperature=0.5)",
-           "",
-           f"configs for {entry}:"]
+  lines = [
+    f"usage: python {entry} --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]",
+    "",
+    f"Runs a {_kind(entry)} config; every run writes DIR/config.json, results.json, "
+    "figures and report.md.",
+    "",
+    "flags:",
+    "  --config PATH          a config file (its header gives the command and the result)",
+    "  --workdir DIR          the run directory (a killed run resumes there)",
+    "  --config.KEY=VALUE     override a config field (e.g. --config.temperature=0.5)",
+    "",
+    f"configs for {entry}:",
+  ]
   docs = config_docs(configs_dir, entry)
   width = max((len(name) for name, _ in docs), default=0)
   lines += [f"  {name.ljust(width)}  {doc}" for name, doc in docs] or ["  (none)"]
@@ -164,8 +185,10 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     raise SystemExit(0 if len(argv) > 1 else 2)
   path = _config_path(argv)
   if path is None:
-    _fail(f"--config is required: python {entry} --config configs/NAME.py --workdir DIR "
-          f"(python {entry} --help lists the configs).")
+    _fail(
+      f"--config is required: python {entry} --config configs/NAME.py --workdir DIR "
+      f"(python {entry} --help lists the configs)."
+    )
   if not os.path.isfile(path.split(":")[0]):
     _fail(f"--config={path}: no such file (python {entry} --help lists the configs).")
   os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" line
@@ -197,13 +220,16 @@ def main(entry: str, argv: list[str] | None = None) -> None:
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's parser, with a bad flag or config override reported as one line."""
   from absl import flags
+
   entry = Path(argv[0]).name
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as e:  # an override of a key the config does not have
     key = str(e).strip("\"'")
-    _fail(f"--config.{key}: the config has no field {key!r} (see its file for the fields; "
-          f"python {entry} --help lists the configs).")
+    _fail(
+      f"--config.{key}: the config has no field {key!r} (see its file for the fields; "
+      f"python {entry} --help lists the configs)."
+    )
   except (flags.Error, ValueError, TypeError) as e:
     _fail(f"{e} (python {entry} --help lists the flags and configs).")
   return []

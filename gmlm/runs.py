@@ -102,8 +102,7 @@ def differing_keys(old: Any, new: Any) -> list[str]:
   return sorted(k.rstrip(".") for k in set(a) | set(b) if a.get(k, a) != b.get(k, b))
 
 
-def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()
-                  ) -> None:
+def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()) -> None:
   """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
   holds a run of a different config (finished or not). Keys in `resumable` (e.g. a step to stop
   at) may differ between the legs of one run. Writes nothing."""
@@ -121,9 +120,10 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
   if differ:
     shown = ", ".join(differ[:4]) + (", ..." if len(differ) > 4 else "")
     raise UserError(
-        f"--workdir {path} holds a run of a different config ({shown} differ; see {old}); "
-        "resuming it with this config would mix two runs. Use a fresh --workdir, or rerun with "
-        f"the config in {old} to resume that run.")
+      f"--workdir {path} holds a run of a different config ({shown} differ; see {old}); "
+      "resuming it with this config would mix two runs. Use a fresh --workdir, or rerun with "
+      f"the config in {old} to resume that run."
+    )
 
 
 class RunDir:
@@ -132,8 +132,15 @@ class RunDir:
   tensorboard: also write every logged number as a TensorBoard scalar to `tb/` (tensorboardX,
   no TensorFlow). Only process 0 of a multi-process run writes (`writer`)."""
 
-  def __init__(self, workdir: str | os.PathLike, config: Any = None, *, tensorboard: bool = False,
-               writer: bool = True, resumable: tuple[str, ...] = ()):
+  def __init__(
+    self,
+    workdir: str | os.PathLike,
+    config: Any = None,
+    *,
+    tensorboard: bool = False,
+    writer: bool = True,
+    resumable: tuple[str, ...] = (),
+  ):
     self.path = Path(workdir)
     self.writer = writer
     if config is not None:
@@ -144,12 +151,14 @@ class RunDir:
     if not writer:
       return
     self.path.mkdir(parents=True, exist_ok=True)
-    new = config is not None and (not (self.path / CONFIG).is_file() or differing_keys(
-        self.read_json(CONFIG), config))
+    new = config is not None and (
+      not (self.path / CONFIG).is_file() or differing_keys(self.read_json(CONFIG), config)
+    )
     if new:  # a new run, or a new leg of one that changed only resumable keys
       atomic_write_text(self.path / CONFIG, dumps(config))
     if tensorboard:
       from tensorboardX import SummaryWriter
+
       self._tb = SummaryWriter(str(self.path / "tb"))
 
   def file(self, name: str) -> Path:
@@ -207,7 +216,7 @@ class RunDir:
     if p.is_file():
       try:
         return json.loads(p.read_text(encoding="utf-8"))
-      except ValueError:   # atomic writes make this a damaged disk, not a kill: recompute
+      except ValueError:  # atomic writes make this a damaged disk, not a kill: recompute
         pass
     value = json.loads(dumps(compute()))
     self.write_json(f"{CELLS}/{name}.json", value)
@@ -248,6 +257,7 @@ class RunDir:
     import shutil
 
     from tensorboardX import SummaryWriter
+
     self._tb.close()
     shutil.rmtree(self.path / "tb", ignore_errors=True)
     self._tb = SummaryWriter(str(self.path / "tb"))
@@ -265,6 +275,7 @@ class RunDir:
       os.chmod(tmp, 0o666 & ~_umask())
       os.replace(tmp, p)
     import matplotlib.pyplot as plt
+
     plt.close(fig)
     return p
 
@@ -276,6 +287,7 @@ class RunDir:
 
 def markdown_table(header: list[str], rows: list[list[Any]], digits: int = 4) -> str:
   """A Markdown table; floats to `digits` significant digits, values within 1e-12 of 0 as 0."""
+
   def fmt(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
       v = float(v)
@@ -283,6 +295,7 @@ def markdown_table(header: list[str], rows: list[list[Any]], digits: int = 4) ->
         v = 0.0
       return f"{v:.{digits}g}"
     return str(v)
+
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
   return "\n".join(lines) + "\n"

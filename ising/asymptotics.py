@@ -39,9 +39,10 @@ def _block_partners(n: int, K: Sequence[int]) -> np.ndarray:
   """partners[s, c]: the state equal to s off K and equal to configuration c on K [S, 2^k]."""
   k = len(K)
   mask = sum(1 << i for i in K)
-  subs_C = np.array([sum(1 << K[a] for a in range(k) if (c >> a) & 1) for c in range(2 ** k)],
-                    dtype=np.int64)
-  s_S = np.arange(2 ** n, dtype=np.int64)
+  subs_C = np.array(
+    [sum(1 << K[a] for a in range(k) if (c >> a) & 1) for c in range(2**k)], dtype=np.int64
+  )
+  s_S = np.arange(2**n, dtype=np.int64)
   return (s_S & ~mask)[:, None] | subs_C[None, :]
 
 
@@ -66,21 +67,24 @@ def _cov(p_S: np.ndarray, g_SD: np.ndarray) -> np.ndarray:
   return np.einsum("s,sd,se->de", p_S, dev_SD, dev_SD)
 
 
-def weighted_asymptotics(model: Ising, block_list: Sequence[Sequence[int]], p_K: Sequence[float],
-                         masks: str = "sampled") -> dict[str, np.ndarray]:
+def weighted_asymptotics(
+  model: Ising, block_list: Sequence[Sequence[int]], p_K: Sequence[float], masks: str = "sampled"
+) -> dict[str, np.ndarray]:
   """H, V = Cov(per-sample gradient) and Sigma = H^{-1} V H^{-1} at theta* (Lemma 1)."""
   check_masks(masks)
   p = np.asarray(p_K, np.float64)
   if len(block_list) == 0 or p.shape != (len(block_list),) or np.any(p < 0) or not p.sum() > 0:
-    raise ValueError(f"need one non-negative weight per block, got {len(block_list)} blocks and p_K={p_K}")
+    raise ValueError(
+      f"need one non-negative weight per block, got {len(block_list)} blocks and p_K={p_K}"
+    )
   p = p / p.sum()
   p_S = exact_distribution(model)
   T_SD = sufficient_statistics(all_states(model.n))
   D = T_SD.shape[1]
   H_DD = np.zeros((D, D))
-  second_DD = np.zeros((D, D))    # E_{x,K} g g^T
-  first_D = np.zeros(D)           # E_{x,K} g (zero at theta*)
-  gbar_SD = np.zeros_like(T_SD)   # sum_K p_K g(x, K)
+  second_DD = np.zeros((D, D))  # E_{x,K} g g^T
+  first_D = np.zeros(D)  # E_{x,K} g (zero at theta*)
+  gbar_SD = np.zeros_like(T_SD)  # sum_K p_K g(x, K)
   for pK, K in zip(p, block_list):
     mean_SD, cov_SDE = conditional_moments(model, K)
     g_SD = T_SD - mean_SD
@@ -124,12 +128,12 @@ def theorem2_check(model: Ising, k: int, masks: str = "sampled") -> dict[str, fl
   I_half = evecs @ np.diag(np.sqrt(evals)) @ evecs.T
   gap_DD = C * I_inv - sigma_DD
   return {
-      "poincare_constant": float(C),
-      "trace_sigma": float(np.trace(sigma_DD)),
-      "trace_bound": float(C * np.trace(I_inv)),
-      "trace_fisher_inv": float(np.trace(I_inv)),
-      "margin_min_eig": float(np.linalg.eigvalsh((gap_DD + gap_DD.T) / 2)[0]),
-      "rel_max_eig": float(np.linalg.eigvalsh(I_half @ sigma_DD @ I_half)[-1]),
+    "poincare_constant": float(C),
+    "trace_sigma": float(np.trace(sigma_DD)),
+    "trace_bound": float(C * np.trace(I_inv)),
+    "trace_fisher_inv": float(np.trace(I_inv)),
+    "margin_min_eig": float(np.linalg.eigvalsh((gap_DD + gap_DD.T) / 2)[0]),
+    "rel_max_eig": float(np.linalg.eigvalsh(I_half @ sigma_DD @ I_half)[-1]),
   }
 
 
@@ -139,6 +143,10 @@ def psd_min_eig(A_DD: np.ndarray) -> float:
 
 
 __all__ = [
-    "conditional_moments", "weighted_asymptotics", "kmple_asymptotics", "fisher_information",
-    "theorem2_check", "psd_min_eig",
+  "conditional_moments",
+  "weighted_asymptotics",
+  "kmple_asymptotics",
+  "fisher_information",
+  "theorem2_check",
+  "psd_min_eig",
 ]

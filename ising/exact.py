@@ -29,8 +29,10 @@ def _add_block(P: np.ndarray, p_S: np.ndarray, block: tuple[int, ...], weight: f
   """P += weight * P_K, P_K(x, y) = 1[y_-K = x_-K] p(y_K | x_-K)."""
   S = p_S.shape[0]
   mask = sum(1 << i for i in block)
-  subs_C = np.array([sum(1 << block[a] for a in range(len(block)) if (c >> a) & 1)
-                     for c in range(2 ** len(block))], dtype=np.int64)
+  subs_C = np.array(
+    [sum(1 << block[a] for a in range(len(block)) if (c >> a) & 1) for c in range(2 ** len(block))],
+    dtype=np.int64,
+  )
   s_S = np.arange(S, dtype=np.int64)
   partners_SC = (s_S & ~mask)[:, None] | subs_C[None, :]
   w_SC = p_S[partners_SC]
@@ -40,7 +42,7 @@ def _add_block(P: np.ndarray, p_S: np.ndarray, block: tuple[int, ...], weight: f
 def block_transition_matrix(model: Ising, block: tuple[int, ...]) -> np.ndarray:
   """P_K(x, y) = 1[y_-K = x_-K] p(y_K | x_-K): resample block K from its exact conditional."""
   _check_dense(model)
-  P = np.zeros((2 ** model.n, 2 ** model.n))
+  P = np.zeros((2**model.n, 2**model.n))
   _add_block(P, exact_distribution(model), tuple(block), 1.0)
   return P
 
@@ -62,7 +64,7 @@ def parallel_transition_matrix(model: Ising) -> np.ndarray:
   h, J = numpy_params(model)
   x_SN = all_states(model.n).astype(np.float64)
   f_SN = h + 2.0 * x_SN @ J
-  logq_plus = -np.logaddexp(0.0, -2.0 * f_SN)   # log sigmoid(2f)
+  logq_plus = -np.logaddexp(0.0, -2.0 * f_SN)  # log sigmoid(2f)
   logq_minus = -np.logaddexp(0.0, 2.0 * f_SN)
   up_SN = (x_SN > 0).astype(np.float64)
   logP = logq_plus @ up_SN.T + logq_minus @ (1.0 - up_SN).T
@@ -108,8 +110,9 @@ def poincare_constant(model: Ising, k: int) -> float:
   return 1.0 / spectral_gap(P, exact_distribution(model))
 
 
-def hitting_time_survival(P: np.ndarray, start: np.ndarray, target: np.ndarray,
-                          num_steps: int) -> np.ndarray:
+def hitting_time_survival(
+  P: np.ndarray, start: np.ndarray, target: np.ndarray, num_steps: int
+) -> np.ndarray:
   """Exact P(tau > t) for t = 0..num_steps, tau = first t >= 1 with X_t in target,
   X_0 ~ start (a distribution over states). Q is P with the target's columns removed."""
   Q = P * (~target)[None, :]
@@ -123,7 +126,14 @@ def hitting_time_survival(P: np.ndarray, start: np.ndarray, target: np.ndarray,
 
 
 __all__ = [
-    "MAX_DENSE_N", "block_transition_matrix", "kgibbs_transition_matrix",
-    "parallel_transition_matrix", "transition_matrix", "stationary_distribution",
-    "detailed_balance_residual", "spectral_gap", "poincare_constant", "hitting_time_survival",
+  "MAX_DENSE_N",
+  "block_transition_matrix",
+  "kgibbs_transition_matrix",
+  "parallel_transition_matrix",
+  "transition_matrix",
+  "stationary_distribution",
+  "detailed_balance_residual",
+  "spectral_gap",
+  "poincare_constant",
+  "hitting_time_survival",
 ]

@@ -47,15 +47,20 @@ def ising(h, J) -> Ising:
     raise ValueError("h and J must be finite (found NaN or inf)")
   asym = np.max(np.abs(J_NN - J_NN.T))
   if asym > 1e-6 * max(1.0, np.max(np.abs(J_NN))):
-    raise ValueError(f"J must be symmetric; max |J - J^T| = {asym:.3g}. Pass (J + J.T) / 2 if you meant that.")
+    raise ValueError(
+      f"J must be symmetric; max |J - J^T| = {asym:.3g}. Pass (J + J.T) / 2 if you meant that."
+    )
   diag = np.max(np.abs(np.diag(J_NN)))
   if diag != 0.0:
-    raise ValueError(f"J must have a zero diagonal (x_i^2 = 1 is a constant); max |J_ii| = {diag:.3g}")
+    raise ValueError(
+      f"J must have a zero diagonal (x_i^2 = 1 is a constant); max |J_ii| = {diag:.3g}"
+    )
   return Ising(h=jnp.asarray(h_N, jnp.float32), J=jnp.asarray((J_NN + J_NN.T) / 2, jnp.float32))
 
 
-def clique_model(n: int, clique_size: int, coupling: float, field_in: float,
-                 field_out: float = 0.0) -> Ising:
+def clique_model(
+  n: int, clique_size: int, coupling: float, field_in: float, field_out: float = 0.0
+) -> Ising:
   """PaDIR eq. (5): a clique C = {0..|C|-1} with coupling J on each ordered pair i != j in C.
 
   Sites inside C get field `field_in`, the N - |C| independent sites get `field_out`
@@ -89,16 +94,19 @@ def local_fields(model: Ising, x_BN) -> jnp.ndarray:
 
 # ----------------------------------------------------------------------------- exact (numpy)
 
+
 def check_enumerable(n: int, limit: int = MAX_ENUMERATION_N) -> None:
   if n > limit:
-    raise ValueError(f"exact enumeration needs 2^N states; N={n} exceeds the limit N <= {limit}. "
-                     "Use the samplers for larger models.")
+    raise ValueError(
+      f"exact enumeration needs 2^N states; N={n} exceeds the limit N <= {limit}. "
+      "Use the samplers for larger models."
+    )
 
 
 def block_configs(k: int) -> np.ndarray:
   """All 2^k spin configurations of k sites as int8[C = 2^k, k] in {-1,+1}, row c having
   spin a = +1 iff bit a of c is set (the state indexing above, for a block or a whole model)."""
-  c_C = np.arange(2 ** k, dtype=np.int64)
+  c_C = np.arange(2**k, dtype=np.int64)
   bits_CK = (c_C[:, None] >> np.arange(k)[None, :]) & 1
   return (2 * bits_CK - 1).astype(np.int8)
 

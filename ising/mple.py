@@ -20,9 +20,11 @@ from ising.exact import poincare_constant
 from ising.model import Ising, clique_model, ising
 from ising.pseudolikelihood import MASK_MODES, exact_samples, fit_kmple, to_theta
 
-MASK_NOTE = ("Masks: `sampled` pairs each sample with one uniformly random k-block, as in "
-             "Definition 2's n i.i.d. (sequence, mask) pairs (the estimator Theorems 1-2 are "
-             "about); `all` averages each sample's loss over all C(N, k) blocks.")
+MASK_NOTE = (
+  "Masks: `sampled` pairs each sample with one uniformly random k-block, as in "
+  "Definition 2's n i.i.d. (sequence, mask) pairs (the estimator Theorems 1-2 are "
+  "about); `all` averages each sample's loss over all C(N, k) blocks."
+)
 TIE_RTOL = 0.005
 
 
@@ -42,8 +44,9 @@ def jkey(coupling: float) -> str:
   return f"J={coupling:g}"
 
 
-def squared_errors(model: Ising, ks: list[int], modes: list[str], num: int, reps: int,
-                   key: jax.Array) -> tuple[dict[tuple[str, int], np.ndarray], int]:
+def squared_errors(
+  model: Ising, ks: list[int], modes: list[str], num: int, reps: int, key: jax.Array
+) -> tuple[dict[tuple[str, int], np.ndarray], int]:
   """||theta_hat - theta*||^2 [reps] of the k-MPLE for every (mask mode, k), on `reps`
   independent exact data sets of size num shared by all (mode, k) (paired comparisons), and
   the number of fits that did not reach the gradient tolerance."""
@@ -61,14 +64,23 @@ def squared_errors(model: Ising, ks: list[int], modes: list[str], num: int, reps
   return err, failed
 
 
-def stored_squared_errors(run_dir, name: str, model: Ising, ks: list[int], modes: list[str],
-                          num: int, reps: int, key: jax.Array
-                          ) -> tuple[dict[tuple[str, int], np.ndarray], int]:
+def stored_squared_errors(
+  run_dir,
+  name: str,
+  model: Ising,
+  ks: list[int],
+  modes: list[str],
+  num: int,
+  reps: int,
+  key: jax.Array,
+) -> tuple[dict[tuple[str, int], np.ndarray], int]:
   """`squared_errors`, stored as the cell `name` of run_dir (gmlm.runs.RunDir.cell; None: not
   stored): a killed run, rerun, reads the cells it finished instead of refitting them."""
+
   def compute() -> dict:
     err, failed = squared_errors(model, ks, modes, num, reps, key)
     return {"errors": {m: {str(k): err[m, k] for k in ks} for m in modes}, "failed": failed}
+
   cell = compute() if run_dir is None else run_dir.cell(name, compute)
   err = {(m, k): np.asarray(cell["errors"][m][str(k)], np.float64) for m in modes for k in ks}
   return err, int(cell["failed"])
@@ -120,15 +132,23 @@ def check_config(config) -> None:
   """Checks the keys both k-MPLE jobs read (gmlm.checks; computes nothing): n_sites, field,
   couplings, ks, masks, repetitions, seed, quick."""
   n = checks.check_int(config, "n_sites", lo=2)
-  checks.check(n <= MAX_ASYMPTOTICS_N, "n_sites", n,
-               f"must be <= {MAX_ASYMPTOTICS_N}: the exact Sigma_k enumerates all 2^N states "
-               "(Tr Sigma_k is computed for every run)")
+  checks.check(
+    n <= MAX_ASYMPTOTICS_N,
+    "n_sites",
+    n,
+    f"must be <= {MAX_ASYMPTOTICS_N}: the exact Sigma_k enumerates all 2^N states "
+    "(Tr Sigma_k is computed for every run)",
+  )
   checks.check_float(config, "field")
   checks.check_floats(config, "couplings")
   checks.check_ints(config, "ks", lo=1, hi=n)
   masks = checks.get(config, "masks")
-  checks.check(bool(parse_masks(masks)), "masks", masks,
-               f"give a comma-separated subset of {', '.join(MASK_MODES)}")
+  checks.check(
+    bool(parse_masks(masks)),
+    "masks",
+    masks,
+    f"give a comma-separated subset of {', '.join(MASK_MODES)}",
+  )
   checks.check_int(config, "repetitions", lo=2)
   checks.check_int(config, "seed", lo=0)
   quick = checks.get(config, "quick")

@@ -44,6 +44,7 @@ MASK_MODES = ("sampled", "all")
 
 # ----------------------------------------------------------------------------- parameters
 
+
 def num_params(n: int) -> int:
   return n + n * (n - 1) // 2
 
@@ -79,10 +80,13 @@ def sufficient_statistics(x_BN) -> np.ndarray:
 def _check_theta(theta_D, n: int) -> None:
   shape = np.shape(theta_D)
   if shape != (num_params(n),):
-    raise ValueError(f"theta must have shape [N + N(N-1)/2] = [{num_params(n)}] for N={n}, got {shape}")
+    raise ValueError(
+      f"theta must have shape [N + N(N-1)/2] = [{num_params(n)}] for N={n}, got {shape}"
+    )
 
 
 # ----------------------------------------------------------------------------- validation
+
 
 def check_samples(samples_BN) -> np.ndarray:
   """Validates samples as a non-empty [B, N] array with entries in {-1, +1}; returns numpy."""
@@ -95,8 +99,10 @@ def check_samples(samples_BN) -> np.ndarray:
     raise ValueError(f"samples must have N >= 1 sites, got shape {x.shape}")
   bad = ~np.isin(x, (-1, 1))
   if bad.any():
-    raise ValueError(f"samples must take values in {{-1, +1}}; found {x[bad].flat[0].item()!r} "
-                     f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+    raise ValueError(
+      f"samples must take values in {{-1, +1}}; found {x[bad].flat[0].item()!r} "
+      f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+    )
   return x
 
 
@@ -111,6 +117,7 @@ def block_array(n: int, k: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- losses
+
 
 def log_conditional(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray) -> jnp.ndarray:
   """log p_theta(x_K | x_-K) [B] for row b's own block K_BK[b] (exact, 2^k terms)."""
@@ -130,12 +137,14 @@ def log_conditional(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray) 
   return e_B - jax.nn.logsumexp(e_BC, axis=1)
 
 
-def all_block_log_conditionals(theta_D: jnp.ndarray, x_BN: jnp.ndarray,
-                               blocks_MK: jnp.ndarray) -> jnp.ndarray:
+def all_block_log_conditionals(
+  theta_D: jnp.ndarray, x_BN: jnp.ndarray, blocks_MK: jnp.ndarray
+) -> jnp.ndarray:
   """log p_theta(x_K | x_-K) [B, M] for every sample b and every block K = blocks_MK[m]."""
   B = x_BN.shape[0]
-  per_block = lambda block_K: log_conditional(theta_D, x_BN,
-                                              jnp.broadcast_to(block_K, (B, block_K.shape[0])))
+  per_block = lambda block_K: log_conditional(
+    theta_D, x_BN, jnp.broadcast_to(block_K, (B, block_K.shape[0]))
+  )
   return jax.vmap(per_block, out_axes=1)(blocks_MK)
 
 
@@ -143,8 +152,13 @@ def _mean(v_B: jnp.ndarray, w_B: jnp.ndarray | None) -> jnp.ndarray:
   return jnp.mean(v_B) if w_B is None else jnp.einsum("b,b->", v_B, w_B) / jnp.sum(w_B)
 
 
-def weighted_pl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, block_list: Sequence[Sequence[int]],
-                     p_K: Sequence[float], w_B: jnp.ndarray | None = None) -> jnp.ndarray:
+def weighted_pl_loss(
+  theta_D: jnp.ndarray,
+  x_BN: jnp.ndarray,
+  block_list: Sequence[Sequence[int]],
+  p_K: Sequence[float],
+  w_B: jnp.ndarray | None = None,
+) -> jnp.ndarray:
   """Definition 2 with the expectation over K taken exactly for each sample:
 
       L(theta) = mean_b sum_K p_K(K) [-log p_theta(x_{b,K} | x_{b,-K})],
@@ -170,16 +184,18 @@ def weighted_pl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, block_list: Sequen
   return _mean(loss_B, w_B)
 
 
-def kpl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, k: int,
-             w_B: jnp.ndarray | None = None) -> jnp.ndarray:
+def kpl_loss(
+  theta_D: jnp.ndarray, x_BN: jnp.ndarray, k: int, w_B: jnp.ndarray | None = None
+) -> jnp.ndarray:
   """Definition 3, all-masks form: mean_b mean_{|K| = k} -log p_theta(x_{b,K} | x_{b,-K})."""
   n = x_BN.shape[1]
   logp_BM = all_block_log_conditionals(theta_D, x_BN, jnp.asarray(block_array(n, k)))
   return _mean(-jnp.mean(logp_BM, axis=1), w_B)
 
 
-def sampled_kpl_loss(theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray,
-                     w_B: jnp.ndarray | None = None) -> jnp.ndarray:
+def sampled_kpl_loss(
+  theta_D: jnp.ndarray, x_BN: jnp.ndarray, K_BK: jnp.ndarray, w_B: jnp.ndarray | None = None
+) -> jnp.ndarray:
   """Definition 2/3 with one mask per sample: mean_b -log p_theta(x_{b,K_b} | x_{b,-K_b})."""
   return _mean(-log_conditional(theta_D, x_BN, K_BK), w_B)
 
@@ -192,18 +208,25 @@ def sample_masks(key: jax.Array, num: int, n: int, k: int) -> jnp.ndarray:
 
 # ----------------------------------------------------------------------------- Newton
 
+
 @flax.struct.dataclass
 class FitResult:
-  theta: jnp.ndarray      # [D] the minimizer
-  loss: jnp.ndarray       # [] loss at theta
+  theta: jnp.ndarray  # [D] the minimizer
+  loss: jnp.ndarray  # [] loss at theta
   grad_norm: jnp.ndarray  # [] max |grad| at theta
-  num_iter: jnp.ndarray   # [] Newton steps taken
+  num_iter: jnp.ndarray  # [] Newton steps taken
   converged: jnp.ndarray  # [] grad_norm <= grad_tol
 
 
-def newton_minimize(loss_fn: Callable[[jnp.ndarray], jnp.ndarray], theta0_D: jnp.ndarray, *,
-                    max_iter: int = 50, grad_tol: float = 1e-5, damping: float = 1e-6,
-                    max_halvings: int = 30) -> FitResult:
+def newton_minimize(
+  loss_fn: Callable[[jnp.ndarray], jnp.ndarray],
+  theta0_D: jnp.ndarray,
+  *,
+  max_iter: int = 50,
+  grad_tol: float = 1e-5,
+  damping: float = 1e-6,
+  max_halvings: int = 30,
+) -> FitResult:
   """Damped Newton with Armijo backtracking for a smooth convex loss; jittable and vmappable.
 
   Step d = -(H + damping * (1 + mean diag H) * I)^{-1} g with the exact Hessian H; the step
@@ -245,20 +268,24 @@ def newton_minimize(loss_fn: Callable[[jnp.ndarray], jnp.ndarray], theta0_D: jnp
 
   f0 = loss_fn(theta0_D)
   theta, f, g, it, _ = jax.lax.while_loop(
-      cond, body, (theta0_D, f0, grad_fn(theta0_D), jnp.zeros((), jnp.int32), jnp.zeros((), bool)))
+    cond, body, (theta0_D, f0, grad_fn(theta0_D), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+  )
   gnorm = jnp.max(jnp.abs(g))
   return FitResult(theta=theta, loss=f, grad_norm=gnorm, num_iter=it, converged=gnorm <= grad_tol)
 
 
-def table_loss(theta_D: jnp.ndarray, x_RN: jnp.ndarray, blocks_MK: jnp.ndarray,
-               w_RM: jnp.ndarray) -> jnp.ndarray:
+def table_loss(
+  theta_D: jnp.ndarray, x_RN: jnp.ndarray, blocks_MK: jnp.ndarray, w_RM: jnp.ndarray
+) -> jnp.ndarray:
   """sum_{r,m} w[r,m] (-log p_theta(x_{r,K_m} | x_{r,-K_m})) / sum w: any empirical law of
   (sample, mask) pairs, compressed to distinct rows x_RN and their block counts w_RM."""
   logp_RM = all_block_log_conditionals(theta_D, x_RN, blocks_MK)
   return -jnp.einsum("rm,rm->", logp_RM, w_RM) / jnp.sum(w_RM)
 
 
-def mask_table(samples_BN, k: int, masks: str, key: jax.Array | None) -> tuple[np.ndarray, np.ndarray]:
+def mask_table(
+  samples_BN, k: int, masks: str, key: jax.Array | None
+) -> tuple[np.ndarray, np.ndarray]:
   """Compresses samples (and their masks) to distinct rows x_RN and weights w_RM over the
   C(N, k) blocks: w[r, m] = #{b : x_b = x_r, K_b = K_m} ("sampled") or #{b : x_b = x_r} / M
   ("all"). R is padded to a power of two (zero weights) so that few shapes get compiled."""
@@ -284,17 +311,26 @@ def mask_table(samples_BN, k: int, masks: str, key: jax.Array | None) -> tuple[n
 
 
 @functools.partial(jax.jit, static_argnames=("k", "max_iter", "grad_tol"))
-def _fit_table(x_RN: jnp.ndarray, w_RM: jnp.ndarray, *, k: int, max_iter: int,
-               grad_tol: float) -> FitResult:
+def _fit_table(
+  x_RN: jnp.ndarray, w_RM: jnp.ndarray, *, k: int, max_iter: int, grad_tol: float
+) -> FitResult:
   n = x_RN.shape[1]
   blocks_MK = jnp.asarray(block_array(n, k))
   loss_fn = lambda theta: table_loss(theta, x_RN, blocks_MK, w_RM)
-  return newton_minimize(loss_fn, jnp.zeros((num_params(n),), jnp.float32), max_iter=max_iter,
-                         grad_tol=grad_tol)
+  return newton_minimize(
+    loss_fn, jnp.zeros((num_params(n),), jnp.float32), max_iter=max_iter, grad_tol=grad_tol
+  )
 
 
-def fit_kmple(samples_BN, k: int, *, masks: str = "all", key: jax.Array | None = None,
-              max_iter: int = 50, grad_tol: float = 1e-5) -> FitResult:
+def fit_kmple(
+  samples_BN,
+  k: int,
+  *,
+  masks: str = "all",
+  key: jax.Array | None = None,
+  max_iter: int = 50,
+  grad_tol: float = 1e-5,
+) -> FitResult:
   """The k-MPLE theta_hat = argmin of the k-pseudolikelihood loss on samples[B, N] in {-1,+1}.
 
   masks="all": each sample's loss is averaged over all C(N, k) blocks (deterministic).
@@ -302,41 +338,70 @@ def fit_kmple(samples_BN, k: int, *, masks: str = "all", key: jax.Array | None =
   k = N is maximum likelihood (one block, the whole sequence). Newton from theta = 0, float32.
   """
   x_RN, w_RM = mask_table(samples_BN, k, masks, key)
-  return _fit_table(jnp.asarray(x_RN), jnp.asarray(w_RM), k=int(k), max_iter=max_iter,
-                    grad_tol=grad_tol)
+  return _fit_table(
+    jnp.asarray(x_RN), jnp.asarray(w_RM), k=int(k), max_iter=max_iter, grad_tol=grad_tol
+  )
 
 
-def fit_weighted_mple(samples_BN, block_list: Sequence[Sequence[int]], p_K: Sequence[float], *,
-                      max_iter: int = 50, grad_tol: float = 1e-5) -> FitResult:
+def fit_weighted_mple(
+  samples_BN,
+  block_list: Sequence[Sequence[int]],
+  p_K: Sequence[float],
+  *,
+  max_iter: int = 50,
+  grad_tol: float = 1e-5,
+) -> FitResult:
   """Definition 2's estimator with the expectation over K ~ p_K taken exactly per sample."""
   x = check_samples(samples_BN)
   n = x.shape[1]
   for K in block_list:
     if len(K) == 0 or len(set(K)) != len(K) or not all(0 <= int(i) < n for i in K):
-      raise ValueError(f"each block must be a non-empty set of distinct sites in [0, {n}), got {K!r}")
+      raise ValueError(
+        f"each block must be a non-empty set of distinct sites in [0, {n}), got {K!r}"
+      )
   x_RN, c_R = np.unique(x.astype(np.int8), axis=0, return_counts=True)
   x_RN, w_R = jnp.asarray(x_RN), jnp.asarray(c_R, jnp.float32)
   loss_fn = jax.jit(lambda theta: weighted_pl_loss(theta, x_RN, block_list, p_K, w_R))
   return jax.jit(lambda t0: newton_minimize(loss_fn, t0, max_iter=max_iter, grad_tol=grad_tol))(
-      jnp.zeros((num_params(n),), jnp.float32))
+    jnp.zeros((num_params(n),), jnp.float32)
+  )
 
 
 # ----------------------------------------------------------------------------- data
+
 
 def exact_samples(key: jax.Array, model: Ising, num: int) -> jnp.ndarray:
   """num i.i.d. exact samples int8[num, N] from p(x) proportional to exp(phi(x)), by enumeration."""
   if not isinstance(num, (int, np.integer)) or num < 1:
     raise ValueError(f"number of samples must be a positive integer, got {num!r}")
   phi_S = exact_log_potentials(model)
-  logp_S = jnp.asarray(phi_S - phi_S.max() - np.log(np.sum(np.exp(phi_S - phi_S.max()))), jnp.float32)
+  logp_S = jnp.asarray(
+    phi_S - phi_S.max() - np.log(np.sum(np.exp(phi_S - phi_S.max()))), jnp.float32
+  )
   idx_B = jax.random.categorical(key, logp_S, shape=(int(num),))
   return jnp.asarray(all_states(model.n))[idx_B]
 
 
 __all__ = [
-    "MASK_MODES", "FitResult", "num_params", "to_theta", "from_theta", "unpack",
-    "sufficient_statistics", "check_samples", "block_array", "log_conditional",
-    "all_block_log_conditionals", "weighted_pl_loss", "kpl_loss", "sampled_kpl_loss",
-    "sample_masks", "table_loss", "mask_table", "newton_minimize", "fit_kmple",
-    "fit_weighted_mple", "exact_samples",
+  "MASK_MODES",
+  "FitResult",
+  "num_params",
+  "to_theta",
+  "from_theta",
+  "unpack",
+  "sufficient_statistics",
+  "check_samples",
+  "block_array",
+  "log_conditional",
+  "all_block_log_conditionals",
+  "weighted_pl_loss",
+  "kpl_loss",
+  "sampled_kpl_loss",
+  "sample_masks",
+  "table_loss",
+  "mask_table",
+  "newton_minimize",
+  "fit_kmple",
+  "fit_weighted_mple",
+  "exact_samples",
 ]

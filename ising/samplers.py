@@ -34,15 +34,19 @@ def block_logits(model: Ising, x_BN: jax.Array, sites_BK: jax.Array, configs_CK:
   """
   x_BN = x_BN.astype(jnp.float32)
   y_CK = configs_CK.astype(jnp.float32)
-  J_BKN = model.J[sites_BK]                                         # rows of the block sites
+  J_BKN = model.J[sites_BK]  # rows of the block sites
   J_BKK = jnp.take_along_axis(J_BKN, sites_BK[:, None, :], axis=2)  # couplings inside the block
   x_BK = jnp.take_along_axis(x_BN, sites_BK, axis=1)
-  e_BK = (model.h[sites_BK] + 2.0 * jnp.einsum("bkn,bn->bk", J_BKN, x_BN)
-          - 2.0 * jnp.einsum("bkl,bl->bk", J_BKK, x_BK))
+  e_BK = (
+    model.h[sites_BK]
+    + 2.0 * jnp.einsum("bkn,bn->bk", J_BKN, x_BN)
+    - 2.0 * jnp.einsum("bkl,bl->bk", J_BKK, x_BK)
+  )
   k = configs_CK.shape[1]
-  yy_CP = jnp.einsum("ck,cl->ckl", y_CK, y_CK).reshape(-1, k * k)   # P = k*k pairs
-  return (jnp.einsum("ck,bk->bc", y_CK, e_BK)
-          + jnp.einsum("cp,bp->bc", yy_CP, J_BKK.reshape(-1, k * k)))
+  yy_CP = jnp.einsum("ck,cl->ckl", y_CK, y_CK).reshape(-1, k * k)  # P = k*k pairs
+  return jnp.einsum("ck,bk->bc", y_CK, e_BK) + jnp.einsum(
+    "cp,bp->bc", yy_CP, J_BKK.reshape(-1, k * k)
+  )
 
 
 def glauber_update(model: Ising, x_BN: jax.Array, site_B: jax.Array, u_B: jax.Array) -> jax.Array:
@@ -83,8 +87,12 @@ def make_step(method: Method, k: int, n: int) -> Callable:
       def step(key, model, x_BN):
         words_BW = randbits.random_words(key, (x_BN.shape[0], k + 1))
         if k == 1 and n > 1:
-          return glauber_update(model, x_BN, randbits.index_from_words(words_BW[:, 0], n),
-                                randbits.uniform_from_words(words_BW[:, 1]))
+          return glauber_update(
+            model,
+            x_BN,
+            randbits.index_from_words(words_BW[:, 0], n),
+            randbits.uniform_from_words(words_BW[:, 1]),
+          )
         if k == n:
           sites_BK = blocks.all_sites(x_BN.shape[0], n)
         else:
@@ -93,6 +101,7 @@ def make_step(method: Method, k: int, n: int) -> Callable:
         c_B = draws.categorical_from_uniform(randbits.uniform_from_words(words_BW[:, k]), logits_BC)
         return blocks.write_block(x_BN, sites_BK, configs_CK[c_B])
     else:
+
       def step(key, model, x_BN):
         k_sites, k_draw = jax.random.split(key)
         sites_BK = blocks.random_blocks(k_sites, x_BN.shape[0], n, k)
@@ -100,8 +109,10 @@ def make_step(method: Method, k: int, n: int) -> Callable:
         return draws.draw_joint(k_draw, x_BN, sites_BK, logits_BC, configs_CK)
   elif method == "parallel":
     if k != 1:
-      raise ValueError(f"method='parallel' updates all sites per step; block size k={k!r} "
-                       "applies to 'gibbs' only (pass k=1)")
+      raise ValueError(
+        f"method='parallel' updates all sites per step; block size k={k!r} "
+        "applies to 'gibbs' only (pass k=1)"
+      )
 
     def step(key, model, x_BN):
       sites_BN = blocks.all_sites(x_BN.shape[0], n)
@@ -127,7 +138,7 @@ def _glauber_table_codec(model: Ising, n: int):
   update). The same random words as `glauber_update` choose the site and the uniform, so the
   law is the same; it is ~6x faster at N = 10 on CPU."""
   i_N = jnp.arange(n, dtype=jnp.uint32)
-  bits_SN = ((jnp.arange(2 ** n, dtype=jnp.uint32)[:, None] >> i_N) & 1).astype(jnp.int32)
+  bits_SN = ((jnp.arange(2**n, dtype=jnp.uint32)[:, None] >> i_N) & 1).astype(jnp.int32)
   x_SN = (2 * bits_SN - 1).astype(jnp.float32)
   p_up = jax.nn.sigmoid(2.0 * (model.h + 2.0 * jnp.einsum("sm,nm->sn", x_SN, model.J))).reshape(-1)
 
@@ -145,7 +156,7 @@ def _glauber_table_codec(model: Ising, n: int):
     return jnp.where(up_B, s_B | bit_B, s_B & ~bit_B)
 
   def clique_up(s_B, clique_size):
-    mask = jnp.uint32(2 ** clique_size - 1)
+    mask = jnp.uint32(2**clique_size - 1)
     return (s_B & mask) == mask
 
   return encode, step, decode, clique_up
@@ -159,8 +170,12 @@ def _codec(method: Method, k: int, model: Ising):
     if k == 1 and 1 < n <= MAX_TABLE_N:
       return _glauber_table_codec(model, n)
   one_step = make_step(method, k, n)
-  return (lambda x: x, lambda key, x: one_step(key, model, x), lambda x: x,
-          lambda x, c: jnp.all(x[:, :c] == 1, axis=1))
+  return (
+    lambda x: x,
+    lambda key, x: one_step(key, model, x),
+    lambda x: x,
+    lambda x, c: jnp.all(x[:, :c] == 1, axis=1),
+  )
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "mesh"))
@@ -176,8 +191,17 @@ def _run(key, model, x0_BN, start_step, *, num_steps, method, k, mesh):
   return constrain(decode(c), batch_sharding(mesh, 2))
 
 
-def sample(key: jax.Array, model: Ising, x0_BN, num_steps: int, *, method: Method = "gibbs",
-           k: int = 1, start_step: int = 0, mesh: Mesh | None = None) -> jax.Array:
+def sample(
+  key: jax.Array,
+  model: Ising,
+  x0_BN,
+  num_steps: int,
+  *,
+  method: Method = "gibbs",
+  k: int = 1,
+  start_step: int = 0,
+  mesh: Mesh | None = None,
+) -> jax.Array:
   """Runs num_steps steps of the sampler from x0[B, N] in {-1,+1}; returns the final states.
 
   `start_step` continues a run: sample(.., n1 + n2) == sample(sample(.., n1), n2, start_step=n1).
@@ -189,8 +213,9 @@ def sample(key: jax.Array, model: Ising, x0_BN, num_steps: int, *, method: Metho
   make_step(method, k, model.n)  # validates method and k eagerly
   if mesh is not None:
     x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
-  return _run(key, model, x0_BN, jnp.int32(start_step), num_steps=num_steps, method=method, k=k,
-              mesh=mesh)
+  return _run(
+    key, model, x0_BN, jnp.int32(start_step), num_steps=num_steps, method=method, k=k, mesh=mesh
+  )
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "mesh"))
@@ -210,9 +235,17 @@ def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, mesh):
   return hit_B
 
 
-def hitting_times_to_mode(key: jax.Array, model: Ising, x0_BN, clique_size: int, num_steps: int, *,
-                          method: Method = "gibbs", k: int = 1,
-                          mesh: Mesh | None = None) -> jax.Array:
+def hitting_times_to_mode(
+  key: jax.Array,
+  model: Ising,
+  x0_BN,
+  clique_size: int,
+  num_steps: int,
+  *,
+  method: Method = "gibbs",
+  k: int = 1,
+  mesh: Mesh | None = None,
+) -> jax.Array:
   """First step t in [1, num_steps] at which each chain is in R_1 (all clique spins +1, eq. 6);
   -1 for chains that never get there within the budget."""
   x0_BN = jnp.asarray(x0_BN, jnp.int8)
@@ -222,14 +255,15 @@ def hitting_times_to_mode(key: jax.Array, model: Ising, x0_BN, clique_size: int,
   make_step(method, k, model.n)
   if mesh is not None:
     x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
-  return _hitting(key, model, x0_BN, num_steps=num_steps, method=method, k=k,
-                  clique_size=clique_size, mesh=mesh)
+  return _hitting(
+    key, model, x0_BN, num_steps=num_steps, method=method, k=k, clique_size=clique_size, mesh=mesh
+  )
 
 
 def random_states(key: jax.Array, num_chains: int, n: int) -> jax.Array:
   if num_chains < 1:
     raise ValueError(f"num_chains must be >= 1, got {num_chains}")
-  return (2 * jax.random.bernoulli(key, 0.5, (num_chains, n)).astype(jnp.int8) - 1)
+  return 2 * jax.random.bernoulli(key, 0.5, (num_chains, n)).astype(jnp.int8) - 1
 
 
 def mode_states(num_chains: int, n: int, clique_size: int, sign: int, key: jax.Array | None = None):

@@ -39,12 +39,26 @@ from padir.model import KVCache, ModelConfig, Transformer
 from padir.tokenizer import Tokenizer, train_tokenizer
 
 __all__ = [
-    "CorpusError", "LocalParallelCorpus", "local_data_sources", "make_dataset",
-    "beam_search", "drop_stutter", "greedy_ar", "refine",
-    "bleu", "stutter_rate", "translate",
-    "ar_loss", "initial_hypothesis", "multi_stage_loss", "padir_loss",
-    "KVCache", "ModelConfig", "Transformer",
-    "Tokenizer", "train_tokenizer",
+  "CorpusError",
+  "LocalParallelCorpus",
+  "local_data_sources",
+  "make_dataset",
+  "beam_search",
+  "drop_stutter",
+  "greedy_ar",
+  "refine",
+  "bleu",
+  "stutter_rate",
+  "translate",
+  "ar_loss",
+  "initial_hypothesis",
+  "multi_stage_loss",
+  "padir_loss",
+  "KVCache",
+  "ModelConfig",
+  "Transformer",
+  "Tokenizer",
+  "train_tokenizer",
 ]
 
 _TFDS = ("LocalParallelCorpus", "local_data_sources")
@@ -54,5 +68,6 @@ def __getattr__(name: str):
   """The tfds names load tensorflow_datasets on first use only."""
   if name in _TFDS:
     from padir import tfds_corpus
+
     return getattr(tfds_corpus, name)
   raise AttributeError(f"module 'padir' has no attribute {name!r}")

@@ -74,20 +74,24 @@ def fetch_sword_modules(cache_dir: str) -> str:
   if missing:
     if shutil.which("apt-get") is None:
       raise CorpusPreparationError(
-          f"apt-get is not available, so the Debian packages {missing} cannot be downloaded. "
-          f"On another machine run `apt-get download {' '.join(DEB_PACKAGES)}` (or fetch them "
-          f"from https://packages.debian.org) and copy the .deb files into {cache_dir}.")
-    proc = subprocess.run(["apt-get", "download", *missing], cwd=cache_dir,
-                          capture_output=True, text=True)
+        f"apt-get is not available, so the Debian packages {missing} cannot be downloaded. "
+        f"On another machine run `apt-get download {' '.join(DEB_PACKAGES)}` (or fetch them "
+        f"from https://packages.debian.org) and copy the .deb files into {cache_dir}."
+      )
+    proc = subprocess.run(
+      ["apt-get", "download", *missing], cwd=cache_dir, capture_output=True, text=True
+    )
     if proc.returncode != 0:
       raise CorpusPreparationError(
-          f"`apt-get download {' '.join(missing)}` failed (exit {proc.returncode}) in {cache_dir}:"
-          f"\n{proc.stderr.strip()}\nIs the Debian archive reachable? Running `apt-get update` "
-          f"may help; or copy the .deb files into {cache_dir} by hand.")
+        f"`apt-get download {' '.join(missing)}` failed (exit {proc.returncode}) in {cache_dir}:"
+        f"\n{proc.stderr.strip()}\nIs the Debian archive reachable? Running `apt-get update` "
+        f"may help; or copy the .deb files into {cache_dir} by hand."
+      )
   if shutil.which("dpkg") is None:
     raise CorpusPreparationError(
-        f"dpkg is not available to unpack the .deb files in {cache_dir}. Unpack them with "
-        f"`ar x FILE.deb && tar xf data.tar.xz` into {os.path.join(cache_dir, 'root')} instead.")
+      f"dpkg is not available to unpack the .deb files in {cache_dir}. Unpack them with "
+      f"`ar x FILE.deb && tar xf data.tar.xz` into {os.path.join(cache_dir, 'root')} instead."
+    )
   root = os.path.join(cache_dir, "root")
   for deb in sorted(glob.glob(os.path.join(cache_dir, "*.deb"))):
     subprocess.run(["dpkg", "-x", deb, root], check=True, capture_output=True)
@@ -97,8 +101,9 @@ def fetch_sword_modules(cache_dir: str) -> str:
   return sword_root
 
 
-def read_module(sword_root: str, module: str,
-                books: Sequence[str] | None = None) -> dict[VerseRef, str]:
+def read_module(
+  sword_root: str, module: str, books: Sequence[str] | None = None
+) -> dict[VerseRef, str]:
   """All verses of one SWORD Bible module (or only the given OSIS books), as plain text."""
   from pysword.modules import SwordModules  # pylint: disable=g-import-not-at-top
 
@@ -119,10 +124,12 @@ def read_module(sword_root: str, module: str,
       texts = list(bible.get_iter(books=[book.osis_name], clean=True))
       if len(texts) != sum(book.chapter_lengths):
         raise CorpusPreparationError(
-            f"{module} {book.osis_name}: read {len(texts)} verses, the versification says "
-            f"{sum(book.chapter_lengths)}")
-      refs = [(book.osis_name, c + 1, v + 1)
-              for c, n in enumerate(book.chapter_lengths) for v in range(n)]
+          f"{module} {book.osis_name}: read {len(texts)} verses, the versification says "
+          f"{sum(book.chapter_lengths)}"
+        )
+      refs = [
+        (book.osis_name, c + 1, v + 1) for c, n in enumerate(book.chapter_lengths) for v in range(n)
+      ]
       verses.update({ref: normalize(text) for ref, text in zip(refs, texts)})
   return verses
 
@@ -159,22 +166,28 @@ def write_tsv(path: str, pairs: Iterable[tuple[str, str]]) -> int:
   return n
 
 
-def prepare(out_dir: str, cache_dir: str | None = None,
-            books: Sequence[str] | None = None) -> dict:
+def prepare(out_dir: str, cache_dir: str | None = None, books: Sequence[str] | None = None) -> dict:
   """Fetches, aligns and writes the corpus; returns the manifest (also written to out_dir)."""
   cache_dir = cache_dir or os.path.join(out_dir, "cache")
   sword_root = fetch_sword_modules(cache_dir)
-  corpus = align(read_module(sword_root, ENGLISH_MODULE, books),
-                 read_module(sword_root, SPANISH_MODULE, books))
+  corpus = align(
+    read_module(sword_root, ENGLISH_MODULE, books), read_module(sword_root, SPANISH_MODULE, books)
+  )
   os.makedirs(out_dir, exist_ok=True)
-  counts = {split: write_tsv(os.path.join(out_dir, f"{split}.tsv"), corpus.pairs[split])
-            for split in SPLITS}
+  counts = {
+    split: write_tsv(os.path.join(out_dir, f"{split}.tsv"), corpus.pairs[split]) for split in SPLITS
+  }
   manifest = {
-      "source_language": "en", "target_language": "es",
-      "modules": [ENGLISH_MODULE, SPANISH_MODULE], "packages": list(DEB_PACKAGES),
-      "counts": counts, "dropped": corpus.dropped,
-      "split_rule": (f"sha256('Book.chapter.verse') % 1000: < {TEST_PER_MILLE} test, "
-                     f"< {TEST_PER_MILLE + VALID_PER_MILLE} valid, else train"),
+    "source_language": "en",
+    "target_language": "es",
+    "modules": [ENGLISH_MODULE, SPANISH_MODULE],
+    "packages": list(DEB_PACKAGES),
+    "counts": counts,
+    "dropped": corpus.dropped,
+    "split_rule": (
+      f"sha256('Book.chapter.verse') % 1000: < {TEST_PER_MILLE} test, "
+      f"< {TEST_PER_MILLE + VALID_PER_MILLE} valid, else train"
+    ),
   }
   with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
     json.dump(manifest, f, indent=2)
@@ -199,8 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   except CorpusPreparationError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
-  print(f"wrote {manifest['counts']} pairs to {args.out} "
-        f"({len(manifest['dropped'])} references dropped: an empty side)")
+  print(
+    f"wrote {manifest['counts']} pairs to {args.out} "
+    f"({len(manifest['dropped'])} references dropped: an empty side)"
+  )
   return 0
 
 

@@ -17,15 +17,16 @@ from typing import Any, Sequence
 
 from gmlm.runs import RunDir
 
-
 DATA_REPORT = "data.json"  # the train split's pair counts (padir.training.check_data)
 
 
 def dropped_line(counts: dict[str, int]) -> str:
-  """"dropped D of N pairs longer than max_source_length=S / max_target_length=T tokens"."""
-  return (f"dropped {counts['too_long']} of {counts['total']} pairs longer than "
-          f"max_source_length={counts['max_source_length']} / "
-          f"max_target_length={counts['max_target_length']} tokens")
+  """ "dropped D of N pairs longer than max_source_length=S / max_target_length=T tokens"."""
+  return (
+    f"dropped {counts['too_long']} of {counts['total']} pairs longer than "
+    f"max_source_length={counts['max_source_length']} / "
+    f"max_target_length={counts['max_target_length']} tokens"
+  )
 
 
 def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -46,8 +47,10 @@ def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
   """The three panels, one line per run directory."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   labels = list(labels or [os.path.basename(os.path.normpath(w)) for w in workdirs])
   fig, axes = plt.subplots(1, 3, figsize=(15, 4))
   for workdir, label in zip(workdirs, labels):
@@ -68,6 +71,7 @@ def figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
 
 def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = None) -> str:
   import matplotlib.pyplot as plt
+
   fig = figure(workdirs, labels)
   fig.savefig(out_path, dpi=100)
   plt.close(fig)
@@ -77,20 +81,37 @@ def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = 
 def report(workdir: str) -> str:
   """Markdown: the run's evaluations (step, losses, accuracies, BLEU, stutter) and last example."""
   train, evals = read_metrics(workdir)
-  cols = [c for c in ("valid_loss", "valid_token_loss", "valid_length_loss", "valid_accuracy",
-                      "valid_stage1_accuracy", "valid_stage2_accuracy", "valid_length_accuracy",
-                      "valid_bleu", "valid_stutter") if any(c in r for r in evals)]
+  cols = [
+    c
+    for c in (
+      "valid_loss",
+      "valid_token_loss",
+      "valid_length_loss",
+      "valid_accuracy",
+      "valid_stage1_accuracy",
+      "valid_stage2_accuracy",
+      "valid_length_accuracy",
+      "valid_bleu",
+      "valid_stutter",
+    )
+    if any(c in r for r in evals)
+  ]
   lines = [f"# {os.path.basename(os.path.normpath(workdir))}", ""]
   if train:
     last = train[-1]
-    lines += [f"{last['step']} training steps; last training loss {last['train_loss']:.3f}, "
-              f"{1 / last['steps_per_second']:.2f} s/step over the last log interval.", ""]
+    lines += [
+      f"{last['step']} training steps; last training loss {last['train_loss']:.3f}, "
+      f"{1 / last['steps_per_second']:.2f} s/step over the last log interval.",
+      "",
+    ]
   data_path = os.path.join(workdir, DATA_REPORT)
   if os.path.isfile(data_path):
     with open(data_path, encoding="utf-8") as f:
       counts = json.load(f)["train"]
-    lines += [f"Training data: kept {counts['kept']} pairs; {dropped_line(counts)} (EOS "
-              "included).", ""]
+    lines += [
+      f"Training data: kept {counts['kept']} pairs; {dropped_line(counts)} (EOS included).",
+      "",
+    ]
   lines += ["| step | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
   for r in evals:
     cells = [f"{r[c]:.4g}" if c in r else "" for c in cols]

@@ -35,7 +35,6 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.checks import UserError
-
 from padir import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid", "test")
@@ -50,7 +49,7 @@ class CorpusError(UserError):
 
 
 def _read_lines(path: str) -> list[str]:
-  return checks.read_lines(path, CorpusError)   # invalid UTF-8: names the file and line
+  return checks.read_lines(path, CorpusError)  # invalid UTF-8: names the file and line
 
 
 def read_tsv(path: str) -> list[tuple[str, str]]:
@@ -60,8 +59,9 @@ def read_tsv(path: str) -> list[tuple[str, str]]:
   for n, line in enumerate(lines, start=1):
     fields = line.split("\t")
     if len(fields) != 2:
-      raise CorpusError(f"{path}, line {n}: expected 'source<TAB>target' (one tab), found "
-                        f"{len(fields) - 1} tabs")
+      raise CorpusError(
+        f"{path}, line {n}: expected 'source<TAB>target' (one tab), found {len(fields) - 1} tabs"
+      )
     _check_pair(fields[0], fields[1], f"{path}, line {n}")
     pairs.append((fields[0].strip(), fields[1].strip()))
   if not pairs:
@@ -73,10 +73,13 @@ def read_aligned(source_path: str, target_path: str) -> list[tuple[str, str]]:
   """Reads two line-aligned files; raises CorpusError if their line counts differ."""
   sources, targets = _read_lines(source_path), _read_lines(target_path)
   if len(sources) != len(targets):
-    raise CorpusError(f"misaligned files: {source_path} has {len(sources)} lines, {target_path} "
-                      f"has {len(targets)}")
+    raise CorpusError(
+      f"misaligned files: {source_path} has {len(sources)} lines, {target_path} has {len(targets)}"
+    )
   if not sources:
-    raise CorpusError(f"{source_path} and {target_path} are empty: the corpus has no sentence pairs")
+    raise CorpusError(
+      f"{source_path} and {target_path} are empty: the corpus has no sentence pairs"
+    )
   for n, (src, tgt) in enumerate(zip(sources, targets), start=1):
     _check_pair(src, tgt, f"{source_path} / {target_path}, line {n}")
   return [(s.strip(), t.strip()) for s, t in zip(sources, targets)]
@@ -97,8 +100,9 @@ def split_files(corpus_dir: str, split: str, source_lang: str, target_lang: str)
     return [tsv]
   if all(os.path.isfile(p) for p in aligned):
     return aligned
-  raise CorpusError(f"no {split} split in {corpus_dir}: expected {tsv} or {aligned[0]} + "
-                    f"{aligned[1]}")
+  raise CorpusError(
+    f"no {split} split in {corpus_dir}: expected {tsv} or {aligned[0]} + {aligned[1]}"
+  )
 
 
 def fingerprint(files: dict[str, list[str]]) -> str:
@@ -113,8 +117,9 @@ def fingerprint(files: dict[str, list[str]]) -> str:
   return digest.hexdigest()
 
 
-def read_split(corpus_dir: str, split: str, source_lang: str,
-               target_lang: str) -> list[tuple[str, str]]:
+def read_split(
+  corpus_dir: str, split: str, source_lang: str, target_lang: str
+) -> list[tuple[str, str]]:
   files = split_files(corpus_dir, split, source_lang, target_lang)
   return read_tsv(files[0]) if len(files) == 1 else read_aligned(*files)
 
@@ -133,14 +138,20 @@ def _text(value: Any) -> str:
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _encode_pair(record: Mapping[str, Any], tok: tokenizer_lib.Tokenizer,
-                 keys: tuple[str, str]) -> tuple[list[int], list[int]]:
-  return (tok.encode(_text(record[keys[0]])) + [tokenizer_lib.EOS_ID],
-          tok.encode(_text(record[keys[1]])) + [tokenizer_lib.EOS_ID])
+def _encode_pair(
+  record: Mapping[str, Any], tok: tokenizer_lib.Tokenizer, keys: tuple[str, str]
+) -> tuple[list[int], list[int]]:
+  return (
+    tok.encode(_text(record[keys[0]])) + [tokenizer_lib.EOS_ID],
+    tok.encode(_text(record[keys[1]])) + [tokenizer_lib.EOS_ID],
+  )
 
 
-def token_lengths(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer,
-                  keys: tuple[str, str] = ("source", "target")) -> np.ndarray:
+def token_lengths(
+  source: Sequence[Mapping[str, Any]],
+  tok: tokenizer_lib.Tokenizer,
+  keys: tuple[str, str] = ("source", "target"),
+) -> np.ndarray:
   """[N, 2]: source and target lengths in tokens, EOS included (one tokenization pass)."""
   lengths = np.zeros((len(source), 2), np.int64)
   for i in range(len(source)):
@@ -149,10 +160,14 @@ def token_lengths(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokeni
   return lengths
 
 
-def filter_by_length(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer,
-                     max_source_length: int, max_target_length: int,
-                     keys: tuple[str, str] = ("source", "target"),
-                     lengths: np.ndarray | None = None) -> tuple[np.ndarray, FilterReport]:
+def filter_by_length(
+  source: Sequence[Mapping[str, Any]],
+  tok: tokenizer_lib.Tokenizer,
+  max_source_length: int,
+  max_target_length: int,
+  keys: tuple[str, str] = ("source", "target"),
+  lengths: np.ndarray | None = None,
+) -> tuple[np.ndarray, FilterReport]:
   """Indices of the pairs that fit (lengths count the EOS)."""
   if lengths is None:
     lengths = token_lengths(source, tok, keys)
@@ -162,21 +177,28 @@ def filter_by_length(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tok
   return kept, report
 
 
-def _encode_padded(source, tok: tokenizer_lib.Tokenizer, keys: tuple[str, str], index: int,
-                   lengths: tuple[int, int]) -> dict[str, np.ndarray]:
+def _encode_padded(
+  source, tok: tokenizer_lib.Tokenizer, keys: tuple[str, str], index: int, lengths: tuple[int, int]
+) -> dict[str, np.ndarray]:
   out = {}
-  for name, ids, max_len in zip(("inputs", "targets"), _encode_pair(source[int(index)], tok, keys),
-                                lengths):
+  for name, ids, max_len in zip(
+    ("inputs", "targets"), _encode_pair(source[int(index)], tok, keys), lengths
+  ):
     padded = np.full((max_len,), tokenizer_lib.PAD_ID, np.int32)
-    padded[:len(ids)] = ids
+    padded[: len(ids)] = ids
     out[name] = padded
   return out
 
 
 class _Encode(grain.transforms.Map):
-
-  def __init__(self, source, tok: tokenizer_lib.Tokenizer, keys: tuple[str, str],
-               max_source_length: int, max_target_length: int):
+  def __init__(
+    self,
+    source,
+    tok: tokenizer_lib.Tokenizer,
+    keys: tuple[str, str],
+    max_source_length: int,
+    max_target_length: int,
+  ):
     self.source, self.tok, self.keys = source, tok, keys
     self.max_lengths = (max_source_length, max_target_length)
 
@@ -184,8 +206,15 @@ class _Encode(grain.transforms.Map):
     return _encode_padded(self.source, self.tok, self.keys, index, self.max_lengths)
 
 
-def bucket_batches(bucket_P: np.ndarray, batch_size: int, *, seed: int, epoch: int,
-                   shuffle: bool = True, drop_remainder: bool = True) -> list[np.ndarray]:
+def bucket_batches(
+  bucket_P: np.ndarray,
+  batch_size: int,
+  *,
+  seed: int,
+  epoch: int,
+  shuffle: bool = True,
+  drop_remainder: bool = True,
+) -> list[np.ndarray]:
   """One epoch's batches: positions into bucket_P, each batch from one bucket.
 
   Within each bucket the examples are permuted and cut into batches; the batches of all buckets
@@ -200,7 +229,7 @@ def bucket_batches(bucket_P: np.ndarray, batch_size: int, *, seed: int, epoch: i
     if shuffle:
       members = rng.permutation(members)
     stop = len(members) - len(members) % batch_size if drop_remainder else len(members)
-    batches += [members[i:i + batch_size] for i in range(0, stop, batch_size)]
+    batches += [members[i : i + batch_size] for i in range(0, stop, batch_size)]
   if shuffle:
     batches = [batches[i] for i in rng.permutation(len(batches))]
   return batches
@@ -210,8 +239,23 @@ class _BucketedBatch(grain.transforms.MapWithIndex):
   """Global batch number i -> this process's rows of batch i % n of epoch i // n, padded to
   the bucket boundary."""
 
-  def __init__(self, source, tok, keys, indices, bucket_of, boundaries, max_lengths, *,
-               batch_size, shard_index, shard_count, seed, shuffle, drop_remainder):
+  def __init__(
+    self,
+    source,
+    tok,
+    keys,
+    indices,
+    bucket_of,
+    boundaries,
+    max_lengths,
+    *,
+    batch_size,
+    shard_index,
+    shard_count,
+    seed,
+    shuffle,
+    drop_remainder,
+  ):
     self.source, self.tok, self.keys = source, tok, keys
     self.indices, self.bucket_of, self.boundaries = indices, bucket_of, boundaries
     self.max_lengths = max_lengths
@@ -221,8 +265,9 @@ class _BucketedBatch(grain.transforms.MapWithIndex):
     self._cached = (0, self.plan(0))
 
   def plan(self, epoch: int) -> list[np.ndarray]:
-    return bucket_batches(self.bucket_of, self.batch_size * self.shard_count, epoch=epoch,
-                          **self.plan_args)
+    return bucket_batches(
+      self.bucket_of, self.batch_size * self.shard_count, epoch=epoch, **self.plan_args
+    )
 
   def map_with_index(self, i: int, _) -> dict[str, np.ndarray]:
     epoch, j = divmod(i, self.num_batches)
@@ -231,18 +276,30 @@ class _BucketedBatch(grain.transforms.MapWithIndex):
     rows = self._cached[1][j]
     bound = int(self.boundaries[self.bucket_of[rows[0]]])
     lengths = (min(bound, self.max_lengths[0]), min(bound, self.max_lengths[1]))
-    mine = rows[self.shard_index * self.batch_size:(self.shard_index + 1) * self.batch_size]
-    examples = [_encode_padded(self.source, self.tok, self.keys, self.indices[r], lengths)
-                for r in mine]
+    mine = rows[self.shard_index * self.batch_size : (self.shard_index + 1) * self.batch_size]
+    examples = [
+      _encode_padded(self.source, self.tok, self.keys, self.indices[r], lengths) for r in mine
+    ]
     return {k: np.stack([e[k] for e in examples]) for k in ("inputs", "targets")}
 
 
-def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokenizer, *,
-                 batch_size: int, max_source_length: int, max_target_length: int,
-                 seed: int = 0, shuffle: bool = True, num_epochs: int | None = 1,
-                 drop_remainder: bool = True, keys: tuple[str, str] = ("source", "target"),
-                 name: str = "", bucket_boundaries: Sequence[int] = (), shard_index: int = 0,
-                 shard_count: int = 1) -> tuple[grain.IterDataset, FilterReport]:
+def make_dataset(
+  source: Sequence[Mapping[str, Any]],
+  tok: tokenizer_lib.Tokenizer,
+  *,
+  batch_size: int,
+  max_source_length: int,
+  max_target_length: int,
+  seed: int = 0,
+  shuffle: bool = True,
+  num_epochs: int | None = 1,
+  drop_remainder: bool = True,
+  keys: tuple[str, str] = ("source", "target"),
+  name: str = "",
+  bucket_boundaries: Sequence[int] = (),
+  shard_index: int = 0,
+  shard_count: int = 1,
+) -> tuple[grain.IterDataset, FilterReport]:
   """Batches {"inputs": [B, Ls], "targets": [B, Lt]} int32, EOS-terminated, PAD_ID-padded.
 
   num_epochs=None repeats forever; each epoch is a different permutation of the same seed.
@@ -256,18 +313,28 @@ def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokeniz
   if not 0 <= shard_index < shard_count:
     raise ValueError(f"shard_index={shard_index} is not in [0, shard_count={shard_count})")
   if shard_count > 1 and not drop_remainder:
-    raise ValueError("shard_count > 1 needs drop_remainder=True: every process must get a full "
-                     "share of every global batch")
+    raise ValueError(
+      "shard_count > 1 needs drop_remainder=True: every process must get a full "
+      "share of every global batch"
+    )
   lengths = token_lengths(source, tok, keys)
-  indices, report = filter_by_length(source, tok, max_source_length, max_target_length, keys,
-                                     lengths)
+  indices, report = filter_by_length(
+    source, tok, max_source_length, max_target_length, keys, lengths
+  )
   if report.kept == 0:
-    raise CorpusError(f"{name or 'dataset'}: all {report.total} pairs are longer than "
-                      f"max_source_length={max_source_length} / max_target_length="
-                      f"{max_target_length}")
-  logging.info("%s: dropped %d of %d pairs longer than %d source / %d target tokens",
-               name or "dataset", report.too_long, report.total, max_source_length,
-               max_target_length)
+    raise CorpusError(
+      f"{name or 'dataset'}: all {report.total} pairs are longer than "
+      f"max_source_length={max_source_length} / max_target_length="
+      f"{max_target_length}"
+    )
+  logging.info(
+    "%s: dropped %d of %d pairs longer than %d source / %d target tokens",
+    name or "dataset",
+    report.too_long,
+    report.total,
+    max_source_length,
+    max_target_length,
+  )
   if bucket_boundaries:
     longest = max(max_source_length, max_target_length)
     boundaries = np.unique([b for b in bucket_boundaries if b < longest] + [longest])
@@ -275,12 +342,25 @@ def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokeniz
       raise ValueError(f"bucket boundaries must be >= 1, got {list(bucket_boundaries)}")
     bucket_of = np.searchsorted(boundaries, lengths[indices].max(1), side="left")
     batches = _BucketedBatch(
-        source, tok, keys, indices, bucket_of, boundaries, (max_source_length, max_target_length),
-        batch_size=batch_size, shard_index=shard_index, shard_count=shard_count, seed=seed,
-        shuffle=shuffle, drop_remainder=drop_remainder)
+      source,
+      tok,
+      keys,
+      indices,
+      bucket_of,
+      boundaries,
+      (max_source_length, max_target_length),
+      batch_size=batch_size,
+      shard_index=shard_index,
+      shard_count=shard_count,
+      seed=seed,
+      shuffle=shuffle,
+      drop_remainder=drop_remainder,
+    )
     if batches.num_batches == 0:
-      raise CorpusError(f"{name or 'dataset'}: no bucket holds a full global batch of "
-                        f"{batch_size * shard_count} pairs")
+      raise CorpusError(
+        f"{name or 'dataset'}: no bucket holds a full global batch of "
+        f"{batch_size * shard_count} pairs"
+      )
     ds = grain.MapDataset.range(batches.num_batches)
     if num_epochs != 1:
       ds = ds.repeat(num_epochs)
@@ -295,7 +375,7 @@ def make_dataset(source: Sequence[Mapping[str, Any]], tok: tokenizer_lib.Tokeniz
     # this process's rows of it are every shard_count-th element from shard_index. A finite
     # stream is cut to whole global batches so that every process gets as many batches.
     if num_epochs is not None:
-      ds = ds[:len(ds) - len(ds) % (batch_size * shard_count)]
+      ds = ds[: len(ds) - len(ds) % (batch_size * shard_count)]
     ds = ds[shard_index::shard_count]
   ds = ds.map(_Encode(source, tok, keys, max_source_length, max_target_length))
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)

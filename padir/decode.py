@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from flax import struct
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from padir import losses
 from padir import model as model_lib
@@ -47,9 +46,17 @@ def _stutter_BT(x_BT: Array) -> Array:
   return (x_BT == prev_BT) & (x_BT != tokenizer_lib.PAD_ID)
 
 
-def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_steps: int = 4,
-           num_lengths: int = 1, init: str = "random", remask_stutter: bool = False,
-           target_length: int | None = None) -> dict[str, Array]:
+def refine(
+  model: model_lib.Transformer,
+  inputs_BS: Array,
+  key: Array,
+  *,
+  num_steps: int = 4,
+  num_lengths: int = 1,
+  init: str = "random",
+  remask_stutter: bool = False,
+  target_length: int | None = None,
+) -> dict[str, Array]:
   """PaDIR decoding. Returns tokens [B, T] (PAD after the length), lengths [B], steps_run.
 
   target_length forces the hypothesis length (EOS included) instead of the length predictor.
@@ -77,7 +84,9 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
   def step(x_MT):
     logits_MTV = losses.ban_never_predicted(model.decode(x_MT, enc_MSD, enc_mask_MS))
     pred_MT = jnp.where(inside_MT, jnp.argmax(logits_MTV, -1), tokenizer_lib.PAD_ID)
-    logp_MT = jnp.take_along_axis(jax.nn.log_softmax(logits_MTV, -1), pred_MT[..., None], -1)[..., 0]
+    logp_MT = jnp.take_along_axis(jax.nn.log_softmax(logits_MTV, -1), pred_MT[..., None], -1)[
+      ..., 0
+    ]
     return pred_MT.astype(jnp.int32), logp_MT
 
   def cond(state):
@@ -89,7 +98,9 @@ def refine(model: model_lib.Transformer, inputs_BS: Array, key: Array, *, num_st
     pred_MT, logp_MT = step(x_MT)
     changed = jnp.any(pred_MT != x_MT)
     if remask_stutter:
-      pred_MT = jnp.where(_stutter_BT(pred_MT) & (t + 1 < num_steps), tokenizer_lib.MASK_ID, pred_MT)
+      pred_MT = jnp.where(
+        _stutter_BT(pred_MT) & (t + 1 < num_steps), tokenizer_lib.MASK_ID, pred_MT
+      )
     return t + 1, pred_MT, logp_MT, changed
 
   logp0_MT = jnp.zeros((B * G, T), jnp.float32)
@@ -110,12 +121,14 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
     logits_BV, cache = model.decode_step(prev_B, t, cache)
     next_B = jnp.argmax(losses.ban_never_predicted(logits_BV), -1).astype(jnp.int32)
     next_B = jnp.where(done_B, tokenizer_lib.PAD_ID, next_B)
-    return (out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID), next_B,
-            cache)
+    return (out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID), next_B, cache)
 
-  state = (jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32), jnp.zeros((B,), bool),
-           jnp.full((B,), tokenizer_lib.BOS_ID, jnp.int32),
-           model.init_cache(enc_BSD, enc_mask_BS, T))
+  state = (
+    jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32),
+    jnp.zeros((B,), bool),
+    jnp.full((B,), tokenizer_lib.BOS_ID, jnp.int32),
+    model.init_cache(enc_BSD, enc_mask_BS, T),
+  )
   return jax.lax.fori_loop(0, T, body, state)[0]
 
 
@@ -127,6 +140,7 @@ def length_penalty_factor(length: Array, alpha: float) -> Array:
 @struct.dataclass
 class BeamState:
   """Loop state of beam_search: per input, W alive prefixes and up to W finished hypotheses."""
+
   t: Array  # [] the position being decoded
   alive_BWT: Array  # tokens so far, PAD from position t on
   alive_logp_BW: Array  # summed token log-probabilities; -inf marks an empty slot
@@ -136,8 +150,13 @@ class BeamState:
   cache: model_lib.KVCache  # of the B * W alive prefixes, in beam order
 
 
-def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
-                max_len: int | None = None, length_penalty: float = 0.6) -> dict[str, Array]:
+def beam_search(
+  model: model_lib.Transformer,
+  inputs_BS: Array,
+  beam_size: int,
+  max_len: int | None = None,
+  length_penalty: float = 0.6,
+) -> dict[str, Array]:
   """Beam search with the AR baseline (see the module docstring).
 
   Returns tokens [B, T] (the best hypothesis, PAD after its EOS), scores [B] (its normalized
@@ -150,8 +169,9 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
   B, W = inputs_BS.shape[0], beam_size
   T = max_len or model.cfg.max_target_length
   if not 1 <= T <= model.cfg.max_target_length:
-    raise ValueError(f"max_len={max_len} must be in [1, max_target_length="
-                     f"{model.cfg.max_target_length}]")
+    raise ValueError(
+      f"max_len={max_len} must be in [1, max_target_length={model.cfg.max_target_length}]"
+    )
   V = model.cfg.vocab_size
   E = min(2 * W, W * V)  # ranked extensions: at most W of them end in EOS, so W stay alive
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
@@ -161,7 +181,8 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
   def gather_beams(x_B___, index_B_):
     """out[b, j] = x[b, index[b, j]]."""
     return jnp.take_along_axis(
-        x_B___, index_B_.reshape(index_B_.shape + (1,) * (x_B___.ndim - 2)), 1)
+      x_B___, index_B_.reshape(index_B_.shape + (1,) * (x_B___.ndim - 2)), 1
+    )
 
   def cond(s: BeamState):
     return (s.t < T) & jnp.any(s.num_finished_B < W)
@@ -174,17 +195,23 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
     logits_MV = losses.ban_never_predicted(logits_MV)
     logp_BWV = jax.nn.log_softmax(logits_MV.astype(jnp.float32), -1).reshape(B, W, V)
     cand_logp_BE, flat_BE = jax.lax.top_k(
-        (s.alive_logp_BW[..., None] + logp_BWV).reshape(B, W * V), E)
+      (s.alive_logp_BW[..., None] + logp_BWV).reshape(B, W * V), E
+    )
     beam_BE, token_BE = flat_BE // V, (flat_BE % V).astype(jnp.int32)
     cand_BET = gather_beams(s.alive_BWT, beam_BE).at[:, :, t].set(token_BE)
     ends_BE = (token_BE == tokenizer_lib.EOS_ID) | (t == T - 1)
     # Finish the ending extensions ranked in the first W (finite: not from an empty slot), unless
     # the input is already done.
-    finish_BE = (ends_BE & (jnp.arange(E)[None] < W) & jnp.isfinite(cand_logp_BE)
-                 & (s.num_finished_B < W)[:, None])
+    finish_BE = (
+      ends_BE
+      & (jnp.arange(E)[None] < W)
+      & jnp.isfinite(cand_logp_BE)
+      & (s.num_finished_B < W)[:, None]
+    )
     lp = length_penalty_factor((t + 1).astype(jnp.float32), length_penalty)
-    score_BU = jnp.concatenate([s.finished_score_BW, jnp.where(finish_BE, cand_logp_BE / lp,
-                                                               -jnp.inf)], 1)
+    score_BU = jnp.concatenate(
+      [s.finished_score_BW, jnp.where(finish_BE, cand_logp_BE / lp, -jnp.inf)], 1
+    )
     finished_score_BW, pick_BW = jax.lax.top_k(score_BU, W)
     finished_BWT = gather_beams(jnp.concatenate([s.finished_BWT, cand_BET], 1), pick_BW)
     alive_logp_BW, keep_BW = jax.lax.top_k(jnp.where(ends_BE, -jnp.inf, cand_logp_BE), W)
@@ -195,21 +222,36 @@ def beam_search(model: model_lib.Transformer, inputs_BS: Array, beam_size: int,
       return gather_beams(x_BW___, parent_BW).reshape(x_M___.shape)
 
     cache = cache.replace(prefix=jax.tree.map(reorder, cache.prefix))
-    return BeamState(t=t + 1, alive_BWT=gather_beams(cand_BET, keep_BW),
-                     alive_logp_BW=alive_logp_BW, finished_BWT=finished_BWT,
-                     finished_score_BW=finished_score_BW,
-                     num_finished_B=s.num_finished_B + finish_BE.sum(-1), cache=cache)
+    return BeamState(
+      t=t + 1,
+      alive_BWT=gather_beams(cand_BET, keep_BW),
+      alive_logp_BW=alive_logp_BW,
+      finished_BWT=finished_BWT,
+      finished_score_BW=finished_score_BW,
+      num_finished_B=s.num_finished_B + finish_BE.sum(-1),
+      cache=cache,
+    )
 
   empty_BWT = jnp.full((B, W, T), tokenizer_lib.PAD_ID, jnp.int32)
   # One live slot per input at the start, so W copies of the empty prefix do not fill the beam.
   alive_logp_BW = jnp.broadcast_to(jnp.where(jnp.arange(W) == 0, 0.0, -jnp.inf), (B, W))
-  state = BeamState(t=jnp.int32(0), alive_BWT=empty_BWT, alive_logp_BW=alive_logp_BW,
-                    finished_BWT=empty_BWT, finished_score_BW=jnp.full((B, W), -jnp.inf),
-                    num_finished_B=jnp.zeros((B,), jnp.int32),
-                    cache=model.init_cache(enc_MSD, enc_mask_MS, T))
+  state = BeamState(
+    t=jnp.int32(0),
+    alive_BWT=empty_BWT,
+    alive_logp_BW=alive_logp_BW,
+    finished_BWT=empty_BWT,
+    finished_score_BW=jnp.full((B, W), -jnp.inf),
+    num_finished_B=jnp.zeros((B,), jnp.int32),
+    cache=model.init_cache(enc_MSD, enc_mask_MS, T),
+  )
   state = jax.lax.while_loop(cond, body, state)
-  return {"tokens": state.finished_BWT[:, 0], "scores": state.finished_score_BW[:, 0],
-          "beams": state.finished_BWT, "beam_scores": state.finished_score_BW, "steps": state.t}
+  return {
+    "tokens": state.finished_BWT[:, 0],
+    "scores": state.finished_score_BW[:, 0],
+    "beams": state.finished_BWT,
+    "beam_scores": state.finished_score_BW,
+    "steps": state.t,
+  }
 
 
 def drop_stutter(ids: Sequence[int] | np.ndarray) -> list[int]:

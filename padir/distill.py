@@ -29,12 +29,8 @@ import tqdm
 from flax import nnx
 
 from gmlm import checks
-
-from padir import data
-from padir import decode
-from padir import evaluate
+from padir import data, decode, evaluate, restore
 from padir import tokenizer as tokenizer_lib
-from padir import restore
 
 MANIFEST = "distill.json"
 VOCABULARY = "teacher_spm.model"
@@ -51,19 +47,29 @@ def load_teacher(teacher_workdir: str, step: int | None = None) -> restore.Loade
     model, tok, config = restore.load_model(teacher_workdir, step)
   except FileNotFoundError as e:
     raise FileNotFoundError(
-        f"no teacher checkpoint: {e}. Train the AR teacher first, e.g. `python train.py --config "
-        f"configs/padir_bible_en_es_ar.py --workdir {teacher_workdir}`, or point "
-        f"config.distill.teacher_workdir at its run directory.") from None
+      f"no teacher checkpoint: {e}. Train the AR teacher first, e.g. `python train.py --config "
+      f"configs/padir_bible_en_es_ar.py --workdir {teacher_workdir}`, or point "
+      f"config.distill.teacher_workdir at its run directory."
+    ) from None
   if model.cfg.decoder != "ar":
-    raise ValueError(f"the teacher in {teacher_workdir} has decoder={model.cfg.decoder!r}; "
-                     f"distillation needs an AR model (decoder='ar')")
+    raise ValueError(
+      f"the teacher in {teacher_workdir} has decoder={model.cfg.decoder!r}; "
+      f"distillation needs an AR model (decoder='ar')"
+    )
   return model, tok, config
 
 
-def translate_sources(model, tok: tokenizer_lib.Tokenizer, sources: Sequence[str], *,
-                      beam_size: int, length_penalty: float, batch_size: int,
-                      partial_path: str | None = None, desc: str = "distill"
-                      ) -> tuple[list[str | None], dict[str, int]]:
+def translate_sources(
+  model,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  *,
+  beam_size: int,
+  length_penalty: float,
+  batch_size: int,
+  partial_path: str | None = None,
+  desc: str = "distill",
+) -> tuple[list[str | None], dict[str, int]]:
   """Teacher translations (None where left out) and the counts of each reason to leave out.
 
   Sources are decoded in order of length, so a batch stops when its longest hypothesis does.
@@ -97,15 +103,20 @@ def translate_sources(model, tok: tokenizer_lib.Tokenizer, sources: Sequence[str
   if cut_short:
     log.write("\n")
   try:
-    with tqdm.tqdm(total=len(todo), initial=len(todo) - len(todo_now), desc=desc,
-                   unit="sentence") as bar:
+    with tqdm.tqdm(
+      total=len(todo), initial=len(todo) - len(todo_now), desc=desc, unit="sentence"
+    ) as bar:
       for start in range(0, len(todo_now), batch_size):
-        rows = todo_now[start:start + batch_size]
+        rows = todo_now[start : start + batch_size]
         inputs_BS = evaluate.encode_batch(tok, [sources[i] for i in rows], batch_size, max_len)
         tokens_BT = np.asarray(_beam_tokens(model, inputs_BS, beam_size, length_penalty))
         for i, ids in zip(rows, tokens_BT):
-          done[i] = {"index": i, "source": sources[i], "eos": bool(tokenizer_lib.EOS_ID in ids),
-                     "text": " ".join(tok.decode(ids).split())}  # one line, no tab
+          done[i] = {
+            "index": i,
+            "source": sources[i],
+            "eos": bool(tokenizer_lib.EOS_ID in ids),
+            "text": " ".join(tok.decode(ids).split()),
+          }  # one line, no tab
           if log:
             log.write(json.dumps(done[i], ensure_ascii=False) + "\n")
         if log:
@@ -129,11 +140,20 @@ def _write_tsv(path: str, pairs: Sequence[tuple[str, str]]) -> None:
     f.writelines(f"{s}\t{t}\n" for s, t in pairs)
 
 
-def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, source_lang: str,
-                   target_lang: str, teacher_step: int | None = None, beam_size: int = 5,
-                   length_penalty: float = 0.6, batch_size: int = 64,
-                   distill_splits: Sequence[str] = ("train",),
-                   copy_splits: Sequence[str] = ("valid", "test")) -> dict[str, Any]:
+def distill_corpus(
+  teacher_workdir: str,
+  corpus_dir: str,
+  out_dir: str,
+  *,
+  source_lang: str,
+  target_lang: str,
+  teacher_step: int | None = None,
+  beam_size: int = 5,
+  length_penalty: float = 0.6,
+  batch_size: int = 64,
+  distill_splits: Sequence[str] = ("train",),
+  copy_splits: Sequence[str] = ("valid", "test"),
+) -> dict[str, Any]:
   """Writes out_dir/{split}.tsv (teacher targets for distill_splits, copies for copy_splits), the
   teacher's vocabulary and distill.json; returns the manifest. The directory appears whole or
   not at all (written beside it, then renamed)."""
@@ -142,28 +162,49 @@ def distill_corpus(teacher_workdir: str, corpus_dir: str, out_dir: str, *, sourc
   tmp = out_dir.rstrip("/") + f".tmp{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   os.makedirs(tmp)
-  manifest = {"teacher_workdir": os.path.abspath(teacher_workdir), "teacher_step": step,
-              "beam_size": beam_size, "length_penalty": length_penalty,
-              "source_corpus": os.path.abspath(corpus_dir), "vocabulary": VOCABULARY, "splits": {}}
+  manifest = {
+    "teacher_workdir": os.path.abspath(teacher_workdir),
+    "teacher_step": step,
+    "beam_size": beam_size,
+    "length_penalty": length_penalty,
+    "source_corpus": os.path.abspath(corpus_dir),
+    "vocabulary": VOCABULARY,
+    "splits": {},
+  }
   for split in distill_splits:
     t0 = time.time()
     pairs = data.read_split(corpus_dir, split, source_lang, target_lang)
     partial, settings_path = _partial_paths(out_dir, split)
     _check_partial_settings(partial, settings_path, manifest)
-    targets, counts = translate_sources(model, tok, [s for s, _ in pairs], beam_size=beam_size,
-                                        length_penalty=length_penalty, batch_size=batch_size,
-                                        partial_path=partial, desc=f"distill {split}")
+    targets, counts = translate_sources(
+      model,
+      tok,
+      [s for s, _ in pairs],
+      beam_size=beam_size,
+      length_penalty=length_penalty,
+      batch_size=batch_size,
+      partial_path=partial,
+      desc=f"distill {split}",
+    )
     kept = [(s, t) for (s, _), t in zip(pairs, targets) if t is not None]
     if not kept:
-      raise data.CorpusError(f"the teacher produced no usable translation of the {split} split "
-                             f"({counts}); is it trained?")
+      raise data.CorpusError(
+        f"the teacher produced no usable translation of the {split} split "
+        f"({counts}); is it trained?"
+      )
     _write_tsv(os.path.join(tmp, f"{split}.tsv"), kept)
-    manifest["splits"][split] = {"total": len(pairs), "kept": len(kept), **counts,
-                                 "seconds": round(time.time() - t0, 1)}
+    manifest["splits"][split] = {
+      "total": len(pairs),
+      "kept": len(kept),
+      **counts,
+      "seconds": round(time.time() - t0, 1),
+    }
     logging.info("distilled %s: %s", split, manifest["splits"][split])
   for split in copy_splits:
-    _write_tsv(os.path.join(tmp, f"{split}.tsv"),
-               data.read_split(corpus_dir, split, source_lang, target_lang))
+    _write_tsv(
+      os.path.join(tmp, f"{split}.tsv"),
+      data.read_split(corpus_dir, split, source_lang, target_lang),
+    )
     manifest["splits"][split] = {"copied": True}
   shutil.copyfile(tok.path, os.path.join(tmp, VOCABULARY))
   with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
@@ -194,8 +235,10 @@ def _check_partial_settings(partial: str, settings_path: str, manifest: dict[str
     with open(settings_path, encoding="utf-8") as f:
       found = json.load(f)
     if found != settings:
-      raise ValueError(f"{partial} holds translations made with {found}, not {settings}: delete "
-                       f"it (and {settings_path}) to start the distillation afresh")
+      raise ValueError(
+        f"{partial} holds translations made with {found}, not {settings}: delete "
+        f"it (and {settings_path}) to start the distillation afresh"
+      )
   else:
     with open(settings_path, "w", encoding="utf-8") as f:
       json.dump(settings, f)
@@ -208,19 +251,29 @@ def _latest_step(workdir: str) -> int:
 def student_config(config: ml_collections.ConfigDict, out_dir: str) -> ml_collections.ConfigDict:
   """The training config with the distilled corpus and the teacher's vocabulary as its data."""
   student = ml_collections.ConfigDict(config.to_dict())
-  student.data.update(corpus_dir=out_dir, prepare_bible=False, train_vocab=False,
-                      vocab_path=os.path.join(out_dir, VOCABULARY), tfds_data_dir="")
+  student.data.update(
+    corpus_dir=out_dir,
+    prepare_bible=False,
+    train_vocab=False,
+    vocab_path=os.path.join(out_dir, VOCABULARY),
+    tfds_data_dir="",
+  )
   return student
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks the config.distill keys (the rest is a training config: padir.training.validate)."""
   v = checks.get(config, "distill.teacher_workdir")
-  checks.check(isinstance(v, str) and bool(v), "distill.teacher_workdir", v,
-               "must name the AR teacher's run directory")
+  checks.check(
+    isinstance(v, str) and bool(v),
+    "distill.teacher_workdir",
+    v,
+    "must name the AR teacher's run directory",
+  )
   v = checks.get(config, "distill.corpus_dir")
-  checks.check(isinstance(v, str), "distill.corpus_dir", v, "must be a path, or '' for "
-               "WORKDIR/distilled")
+  checks.check(
+    isinstance(v, str), "distill.corpus_dir", v, "must be a path, or '' for WORKDIR/distilled"
+  )
   checks.check_int(config, "distill.teacher_step", lo=0)
   checks.check_int(config, "distill.beam_size", lo=1)
   checks.check_int(config, "distill.batch_size", lo=1)
@@ -241,13 +294,19 @@ def reusable_corpus(config: ml_collections.ConfigDict, out_dir: str) -> bool:
     return False
   with open(manifest_path, encoding="utf-8") as f:
     manifest = json.load(f)
-  wanted = {"teacher_workdir": os.path.abspath(dc.teacher_workdir), "beam_size": dc.beam_size,
-            "length_penalty": dc.length_penalty, "source_corpus": os.path.abspath(d.corpus_dir)}
+  wanted = {
+    "teacher_workdir": os.path.abspath(dc.teacher_workdir),
+    "beam_size": dc.beam_size,
+    "length_penalty": dc.length_penalty,
+    "source_corpus": os.path.abspath(d.corpus_dir),
+  }
   if dc.teacher_step:
     wanted["teacher_step"] = dc.teacher_step
   found = {k: manifest.get(k) for k in wanted}
   if found != wanted:
-    raise ValueError(f"{out_dir} holds a corpus distilled with {found}, not {wanted}: delete it "
-                     f"or set config.distill.corpus_dir to another directory")
+    raise ValueError(
+      f"{out_dir} holds a corpus distilled with {found}, not {wanted}: delete it "
+      f"or set config.distill.corpus_dir to another directory"
+    )
   logging.info("reusing the distilled corpus in %s", out_dir)
   return True

@@ -14,16 +14,21 @@ import numpy as np
 import sacrebleu
 from flax import nnx
 
-from padir import data
-from padir import decode
+from padir import data, decode
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
 
 @functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths", "remask_stutter"))
 def _refine(model, inputs_BS, key, num_steps, num_lengths, remask_stutter):
-  return decode.refine(model, inputs_BS, key, num_steps=num_steps, num_lengths=num_lengths,
-                       remask_stutter=remask_stutter)["tokens"]
+  return decode.refine(
+    model,
+    inputs_BS,
+    key,
+    num_steps=num_steps,
+    num_lengths=num_lengths,
+    remask_stutter=remask_stutter,
+  )["tokens"]
 
 
 @nnx.jit
@@ -36,45 +41,65 @@ def _beam_search(model, inputs_BS, beam_size, length_penalty):
   return decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)["tokens"]
 
 
-def encode_batch(tok: tokenizer_lib.Tokenizer, texts: Sequence[str], batch_size: int,
-                 max_len: int) -> np.ndarray:
+def encode_batch(
+  tok: tokenizer_lib.Tokenizer, texts: Sequence[str], batch_size: int, max_len: int
+) -> np.ndarray:
   """[batch_size, max_len] EOS-terminated ids, PAD-padded; long texts are truncated and a short
   batch is filled with copies of its last text (static shapes: one compilation)."""
   texts = list(texts) + [texts[-1]] * (batch_size - len(texts))
   inputs_BS = np.full((batch_size, max_len), tokenizer_lib.PAD_ID, np.int32)
   for b, text in enumerate(texts):
     ids = (tok.encode(text) + [tokenizer_lib.EOS_ID])[:max_len]
-    inputs_BS[b, :len(ids)] = ids
+    inputs_BS[b, : len(ids)] = ids
   return inputs_BS
 
 
-def translate(model: model_lib.Transformer, tok: tokenizer_lib.Tokenizer, sources: Sequence[str],
-              key: jax.Array, *, batch_size: int = 32, num_steps: int = 4, num_lengths: int = 3,
-              remask_stutter: bool = True, drop_stutter: bool = True, beam_size: int = 1,
-              length_penalty: float = 0.6) -> list[str]:
+def translate(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  key: jax.Array,
+  *,
+  batch_size: int = 32,
+  num_steps: int = 4,
+  num_lengths: int = 3,
+  remask_stutter: bool = True,
+  drop_stutter: bool = True,
+  beam_size: int = 1,
+  length_penalty: float = 0.6,
+) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
   The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines.
   """
   out = []
   for start in range(0, len(sources), batch_size):
-    n = len(sources[start:start + batch_size])
-    inputs_BS = encode_batch(tok, sources[start:start + batch_size], batch_size,
-                             model.cfg.max_source_length)
+    n = len(sources[start : start + batch_size])
+    inputs_BS = encode_batch(
+      tok, sources[start : start + batch_size], batch_size, model.cfg.max_source_length
+    )
     if model.cfg.decoder == "ar" and beam_size > 1:
       tokens_BT = _beam_search(model, jnp.asarray(inputs_BS), beam_size, length_penalty)
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
     else:
-      tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start),
-                          num_steps, num_lengths, remask_stutter)
+      tokens_BT = _refine(
+        model,
+        jnp.asarray(inputs_BS),
+        jax.random.fold_in(key, start),
+        num_steps,
+        num_lengths,
+        remask_stutter,
+      )
     for row in np.asarray(tokens_BT)[:n]:
       ids = decode.drop_stutter(row) if drop_stutter else row
       out.append(tok.decode(ids))
   return out
 
 
-def bleu(hypotheses: Sequence[str], references: Sequence[str], target_lang: str) -> tuple[float, str]:
+def bleu(
+  hypotheses: Sequence[str], references: Sequence[str], target_lang: str
+) -> tuple[float, str]:
   """SacreBLEU score and signature (13a tokenization; 'zh' for Chinese, 'ja-mecab' unsupported)."""
   tokenize = "zh" if target_lang == "zh" else "13a"
   metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
@@ -94,17 +119,29 @@ def stutter_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
   return repeats / max(pairs, 1)
 
 
-def validation_loss(eval_step: Callable, model: model_lib.Transformer, source: Any,
-                    tok: tokenizer_lib.Tokenizer, config: ml_collections.ConfigDict,
-                    place: Callable = lambda batch: batch) -> dict[str, float]:
+def validation_loss(
+  eval_step: Callable,
+  model: model_lib.Transformer,
+  source: Any,
+  tok: tokenizer_lib.Tokenizer,
+  config: ml_collections.ConfigDict,
+  place: Callable = lambda batch: batch,
+) -> dict[str, float]:
   """The mean of eval_step's metrics over the first config.train.eval_batches batches of the
   valid split (this process's rows of each global batch), as valid_* records."""
   d = config.data
-  ds, _ = data.make_dataset(source, tok, batch_size=config.train.batch_size // jax.process_count(),
-                            max_source_length=d.max_source_length,
-                            max_target_length=d.max_target_length, shuffle=False,
-                            drop_remainder=True, name="valid", shard_index=jax.process_index(),
-                            shard_count=jax.process_count())
+  ds, _ = data.make_dataset(
+    source,
+    tok,
+    batch_size=config.train.batch_size // jax.process_count(),
+    max_source_length=d.max_source_length,
+    max_target_length=d.max_target_length,
+    shuffle=False,
+    drop_remainder=True,
+    name="valid",
+    shard_index=jax.process_index(),
+    shard_count=jax.process_count(),
+  )
   sums, n = {}, 0
   for i, batch in enumerate(ds):
     if i >= config.train.eval_batches:
@@ -114,27 +151,41 @@ def validation_loss(eval_step: Callable, model: model_lib.Transformer, source: A
       sums[k] = sums.get(k, 0.0) + float(v)
     n += 1
   if n == 0:
-    raise data.CorpusError(f"the valid split has fewer than batch_size={config.train.batch_size} "
-                           f"pairs within the maximum lengths: nothing to evaluate")
+    raise data.CorpusError(
+      f"the valid split has fewer than batch_size={config.train.batch_size} "
+      f"pairs within the maximum lengths: nothing to evaluate"
+    )
   return {f"valid_{k}": v / n for k, v in sums.items()}
 
 
-def validation_translation(model: model_lib.Transformer, source: Any,
-                           tok: tokenizer_lib.Tokenizer,
-                           config: ml_collections.ConfigDict) -> dict[str, Any]:
+def validation_translation(
+  model: model_lib.Transformer,
+  source: Any,
+  tok: tokenizer_lib.Tokenizer,
+  config: ml_collections.ConfigDict,
+) -> dict[str, Any]:
   """BLEU, its signature and the stutter rate of the first config.decode.num_examples valid
   pairs, decoded with config.decode's settings, and the first example."""
   c, n = config.decode, config.decode.num_examples
   records = [source[i] for i in range(min(n, len(source)))]
   sources = [r["source"].decode() for r in records]
   references = [r["target"].decode() for r in records]
-  hypotheses = translate(model, tok, sources, jax.random.key(config.seed),
-                         batch_size=c.batch_size, num_steps=c.num_steps,
-                         num_lengths=c.num_lengths, remask_stutter=c.remask_stutter,
-                         beam_size=c.get("beam_size", 1),
-                         length_penalty=c.get("length_penalty", 0.6))
+  hypotheses = translate(
+    model,
+    tok,
+    sources,
+    jax.random.key(config.seed),
+    batch_size=c.batch_size,
+    num_steps=c.num_steps,
+    num_lengths=c.num_lengths,
+    remask_stutter=c.remask_stutter,
+    beam_size=c.get("beam_size", 1),
+    length_penalty=c.get("length_penalty", 0.6),
+  )
   score, signature = bleu(hypotheses, references, config.data.target_lang)
-  return {"valid_bleu": score, "bleu_signature": signature,
-          "valid_stutter": stutter_rate(hypotheses, references),
-          "example": {"source": sources[0], "reference": references[0],
-                      "hypothesis": hypotheses[0]}}
+  return {
+    "valid_bleu": score,
+    "bleu_signature": signature,
+    "valid_stutter": stutter_rate(hypotheses, references),
+    "example": {"source": sources[0], "reference": references[0], "hypothesis": hypotheses[0]},
+  }

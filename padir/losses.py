@@ -26,14 +26,16 @@ from padir import tokenizer as tokenizer_lib
 Array = jax.Array
 
 
-def initial_hypothesis(key: Array, targets_BT: Array, *, vocab_size: int, keep_rate: float = 0.15,
-                       mask_rate: float = 0.0) -> Array:
+def initial_hypothesis(
+  key: Array, targets_BT: Array, *, vocab_size: int, keep_rate: float = 0.15, mask_rate: float = 0.0
+) -> Array:
   """X(0) for training: per non-PAD position, keep w.p. keep_rate, else [MASK] or random token."""
   key_keep, key_mask, key_token = jax.random.split(key, 3)
   keep_BT = jax.random.bernoulli(key_keep, keep_rate, targets_BT.shape)
   use_mask_BT = jax.random.bernoulli(key_mask, mask_rate, targets_BT.shape)
-  random_BT = jax.random.randint(key_token, targets_BT.shape, tokenizer_lib.NUM_SPECIAL, vocab_size,
-                                 dtype=targets_BT.dtype)
+  random_BT = jax.random.randint(
+    key_token, targets_BT.shape, tokenizer_lib.NUM_SPECIAL, vocab_size, dtype=targets_BT.dtype
+  )
   noise_BT = jnp.where(use_mask_BT, jnp.asarray(tokenizer_lib.MASK_ID, targets_BT.dtype), random_BT)
   x0_BT = jnp.where(keep_BT, targets_BT, noise_BT)
   return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, x0_BT)
@@ -66,8 +68,12 @@ def ban_never_predicted(logits_BTV: Array) -> Array:
   return logits_BTV.at[..., jnp.asarray(tokenizer_lib.NEVER_PREDICTED)].set(-jnp.inf)
 
 
-def next_stage_input(key: Array, logits_BTV: Array, targets_BT: Array,
-                     stage_input: Literal["argmax", "sample"] = "argmax") -> Array:
+def next_stage_input(
+  key: Array,
+  logits_BTV: Array,
+  targets_BT: Array,
+  stage_input: Literal["argmax", "sample"] = "argmax",
+) -> Array:
   """X(s) from stage s's logits (never a special id), PAD where the target is PAD; no gradient
   flows through it."""
   logits_BTV = ban_never_predicted(logits_BTV)
@@ -81,17 +87,25 @@ def next_stage_input(key: Array, logits_BTV: Array, targets_BT: Array,
   return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, pred_BT)
 
 
-def multi_stage_loss(model: model_lib.Transformer, inputs_BS: Array, targets_BT: Array,
-                     x0_BT: Array, key: Array, *, num_stages: int = 2,
-                     stage_input: Literal["argmax", "sample"] = "argmax",
-                     stage_reduction: Literal["mean", "sum"] = "mean",
-                     length_weight: float = 1.0) -> tuple[Array, dict[str, Array]]:
+def multi_stage_loss(
+  model: model_lib.Transformer,
+  inputs_BS: Array,
+  targets_BT: Array,
+  x0_BT: Array,
+  key: Array,
+  *,
+  num_stages: int = 2,
+  stage_input: Literal["argmax", "sample"] = "argmax",
+  stage_reduction: Literal["mean", "sum"] = "mean",
+  length_weight: float = 1.0,
+) -> tuple[Array, dict[str, Array]]:
   """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs."""
   if num_stages < 1:
     raise ValueError(f"num_stages must be >= 1, got {num_stages}")
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
-  length_loss, length_accuracy = length_cross_entropy(model.length_logits(enc_BSD),
-                                                      target_lengths(targets_BT))
+  length_loss, length_accuracy = length_cross_entropy(
+    model.length_logits(enc_BSD), target_lengths(targets_BT)
+  )
   aux = {"length_loss": length_loss, "length_accuracy": length_accuracy}
   stage_inputs, x_BT, token_loss = [], x0_BT, 0.0
   for s, stage_key in enumerate(jax.random.split(key, num_stages), start=1):
@@ -111,18 +125,38 @@ def multi_stage_loss(model: model_lib.Transformer, inputs_BS: Array, targets_BT:
   return token_loss + length_weight * length_loss, aux
 
 
-def padir_loss(model: model_lib.Transformer, batch: dict[str, Array], key: Array, *,
-               keep_rate: float = 0.15, mask_rate: float = 0.0, num_stages: int = 2,
-               stage_input: Literal["argmax", "sample"] = "argmax",
-               stage_reduction: Literal["mean", "sum"] = "mean",
-               length_weight: float = 1.0) -> tuple[Array, dict[str, Array]]:
+def padir_loss(
+  model: model_lib.Transformer,
+  batch: dict[str, Array],
+  key: Array,
+  *,
+  keep_rate: float = 0.15,
+  mask_rate: float = 0.0,
+  num_stages: int = 2,
+  stage_input: Literal["argmax", "sample"] = "argmax",
+  stage_reduction: Literal["mean", "sum"] = "mean",
+  length_weight: float = 1.0,
+) -> tuple[Array, dict[str, Array]]:
   """Noise the targets (initial_hypothesis), then multi_stage_loss."""
   key_noise, key_stages = jax.random.split(key)
-  x0_BT = initial_hypothesis(key_noise, batch["targets"], vocab_size=model.cfg.vocab_size,
-                             keep_rate=keep_rate, mask_rate=mask_rate)
-  return multi_stage_loss(model, batch["inputs"], batch["targets"], x0_BT, key_stages,
-                          num_stages=num_stages, stage_input=stage_input,
-                          stage_reduction=stage_reduction, length_weight=length_weight)
+  x0_BT = initial_hypothesis(
+    key_noise,
+    batch["targets"],
+    vocab_size=model.cfg.vocab_size,
+    keep_rate=keep_rate,
+    mask_rate=mask_rate,
+  )
+  return multi_stage_loss(
+    model,
+    batch["inputs"],
+    batch["targets"],
+    x0_BT,
+    key_stages,
+    num_stages=num_stages,
+    stage_input=stage_input,
+    stage_reduction=stage_reduction,
+    length_weight=length_weight,
+  )
 
 
 def shift_right(targets_BT: Array) -> Array:
@@ -132,7 +166,9 @@ def shift_right(targets_BT: Array) -> Array:
   return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, shifted_BT)
 
 
-def ar_loss(model: model_lib.Transformer, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+def ar_loss(
+  model: model_lib.Transformer, batch: dict[str, Array]
+) -> tuple[Array, dict[str, Array]]:
   """Teacher-forced next-token CE of the AR baseline (decoder='ar')."""
   if model.cfg.decoder != "ar":
     raise ValueError("ar_loss needs a model with decoder='ar'")

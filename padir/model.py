@@ -32,8 +32,7 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
-from flax import struct
+from flax import nnx, struct
 
 from padir import tokenizer as tokenizer_lib
 
@@ -59,8 +58,8 @@ class ModelConfig:
   dropout_rate: float = 0.1
   decoder: Literal["nar", "ar"] = "nar"
   positional_attention: bool = True
-  dtype: str = "float32"        # compute dtype: "float32" or "bfloat16" (params stay float32)
-  vocab_multiple: int = 1       # pad the output projection's vocabulary to a multiple of this
+  dtype: str = "float32"  # compute dtype: "float32" or "bfloat16" (params stay float32)
+  vocab_multiple: int = 1  # pad the output projection's vocabulary to a multiple of this
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -70,9 +69,14 @@ class ModelConfig:
   @classmethod
   def from_run_config(cls, config: Any, vocab_size: int) -> "ModelConfig":
     """The model a run config describes: config.model with the data's maximum lengths."""
-    return cls.from_dict({**config.model.to_dict(), "vocab_size": vocab_size,
-                          "max_source_length": config.data.max_source_length,
-                          "max_target_length": config.data.max_target_length})
+    return cls.from_dict(
+      {
+        **config.model.to_dict(),
+        "vocab_size": vocab_size,
+        "max_source_length": config.data.max_source_length,
+        "max_target_length": config.data.max_target_length,
+      }
+    )
 
   @property
   def compute_dtype(self) -> Any:
@@ -94,8 +98,13 @@ class ModelConfig:
 
 def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
   """Statistics in float32 (flax promotes them), the output in the compute dtype."""
-  return nnx.LayerNorm(cfg.d_model, scale_metadata=_axes("embed"), bias_metadata=_axes("embed"),
-                       dtype=cfg.compute_dtype, rngs=rngs)
+  return nnx.LayerNorm(
+    cfg.d_model,
+    scale_metadata=_axes("embed"),
+    bias_metadata=_axes("embed"),
+    dtype=cfg.compute_dtype,
+    rngs=rngs,
+  )
 
 
 class Attention(nnx.Module):
@@ -130,9 +139,9 @@ class Attention(nnx.Module):
     """Attention over already projected keys and values (a KV cache holds those); the scores
     and their softmax in float32."""
     q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD.astype(self.dtype), self.w(self.w_q_DNH))
-    logits_BNQK = jnp.einsum("BQNH,BNKH->BNQK", q_BQNH, k_BNKH,
-                             preferred_element_type=jnp.float32) / jnp.sqrt(
-        jnp.float32(q_BQNH.shape[-1]))
+    logits_BNQK = jnp.einsum(
+      "BQNH,BNKH->BNQK", q_BQNH, k_BNKH, preferred_element_type=jnp.float32
+    ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
     probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1)).astype(self.dtype)
     out_BQNH = jnp.einsum("BNQK,BNKH->BQNH", probs_BNQK, v_BNKH)
@@ -140,12 +149,23 @@ class Attention(nnx.Module):
 
 
 class FeedForward(nnx.Module):
-
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    self.up = nnx.Linear(cfg.d_model, cfg.d_ff, kernel_metadata=_axes("embed", "mlp"),
-                         bias_metadata=_axes("mlp"), dtype=cfg.compute_dtype, rngs=rngs)
-    self.down = nnx.Linear(cfg.d_ff, cfg.d_model, kernel_metadata=_axes("mlp", "embed"),
-                           bias_metadata=_axes("embed"), dtype=cfg.compute_dtype, rngs=rngs)
+    self.up = nnx.Linear(
+      cfg.d_model,
+      cfg.d_ff,
+      kernel_metadata=_axes("embed", "mlp"),
+      bias_metadata=_axes("mlp"),
+      dtype=cfg.compute_dtype,
+      rngs=rngs,
+    )
+    self.down = nnx.Linear(
+      cfg.d_ff,
+      cfg.d_model,
+      kernel_metadata=_axes("mlp", "embed"),
+      bias_metadata=_axes("embed"),
+      dtype=cfg.compute_dtype,
+      rngs=rngs,
+    )
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(self, x_BLD: Array) -> Array:
@@ -172,6 +192,7 @@ class EncoderLayer(nnx.Module):
 class LayerPrefix:
   """A decoder layer's projections of the decoded prefix (position t written at step t): what a
   beam search reorders with its beams."""
+
   self_k_MNTH: Array
   self_v_MNTH: Array
   pos_v_MNTH: Array | None = None  # None without positional attention
@@ -181,6 +202,7 @@ class LayerPrefix:
 class LayerFixed:
   """A decoder layer's projections that do not depend on the prefix: cross-attention keys and
   values of the encoder states (projected once) and the positional-attention keys."""
+
   cross_k_MNSH: Array
   cross_v_MNSH: Array
   pos_k_NTH: Array | None = None  # None without positional attention
@@ -190,6 +212,7 @@ class LayerFixed:
 class KVCache:
   """The decoding state of Transformer.decode_step for M prefixes: per decoder layer, the
   prefix part and the fixed part, and the encoder mask."""
+
   prefix: tuple[LayerPrefix, ...]
   fixed: tuple[LayerFixed, ...]
   enc_mask_M1S: Array
@@ -212,8 +235,9 @@ class DecoderLayer(nnx.Module):
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
-  def __call__(self, x_BTD: Array, pos_BTD: Array, enc_BSD: Array, mask_BTT: Array,
-               mask_BTS: Array) -> Array:
+  def __call__(
+    self, x_BTD: Array, pos_BTD: Array, enc_BSD: Array, mask_BTT: Array, mask_BTS: Array
+  ) -> Array:
     h_BTD = self.norm_self(x_BTD)
     x_BTD = x_BTD + self.dropout(self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT))
     if self.positional_attention is not None:
@@ -223,8 +247,15 @@ class DecoderLayer(nnx.Module):
     x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
 
-  def step(self, x_M1D: Array, pos_1D: Array, t: Array, prefix: LayerPrefix,
-           fixed: LayerFixed, enc_mask_M1S: Array) -> tuple[Array, LayerPrefix]:
+  def step(
+    self,
+    x_M1D: Array,
+    pos_1D: Array,
+    t: Array,
+    prefix: LayerPrefix,
+    fixed: LayerFixed,
+    enc_mask_M1S: Array,
+  ) -> tuple[Array, LayerPrefix]:
     """The causal (ar) layer at position t alone, given the projections of positions < t in
     `prefix`; returns the output and the prefix cache with position t written. Equals
     __call__ at position t with the causal mask."""
@@ -233,26 +264,28 @@ class DecoderLayer(nnx.Module):
     seen_T = jnp.arange(T) <= t
     h_M1D = self.norm_self(x_M1D)
     prefix = prefix.replace(
-        self_k_MNTH=put(prefix.self_k_MNTH, self.self_attention.keys(h_M1D)),
-        self_v_MNTH=put(prefix.self_v_MNTH, self.self_attention.values(h_M1D)))
+      self_k_MNTH=put(prefix.self_k_MNTH, self.self_attention.keys(h_M1D)),
+      self_v_MNTH=put(prefix.self_v_MNTH, self.self_attention.values(h_M1D)),
+    )
     x_M1D = x_M1D + self.self_attention.attend(
-        h_M1D, prefix.self_k_MNTH, prefix.self_v_MNTH,
-        jnp.broadcast_to(seen_T[None, None], (M, 1, T)))
+      h_M1D, prefix.self_k_MNTH, prefix.self_v_MNTH, jnp.broadcast_to(seen_T[None, None], (M, 1, T))
+    )
     if self.positional_attention is not None:
       # Queries and keys come from positions only: the weights are the same for every prefix.
       att = self.positional_attention
       h_M1D = self.norm_positional(x_M1D)
       prefix = prefix.replace(pos_v_MNTH=put(prefix.pos_v_MNTH, att.values(h_M1D)))
       q_NH = jnp.einsum("D,DNH->NH", pos_1D[0].astype(att.dtype), att.w(att.w_q_DNH))
-      logits_NT = jnp.einsum("NH,NTH->NT", q_NH, fixed.pos_k_NTH,
-                             preferred_element_type=jnp.float32) / jnp.sqrt(
-          jnp.float32(q_NH.shape[-1]))
+      logits_NT = jnp.einsum(
+        "NH,NTH->NT", q_NH, fixed.pos_k_NTH, preferred_element_type=jnp.float32
+      ) / jnp.sqrt(jnp.float32(q_NH.shape[-1]))
       probs_NT = jax.nn.softmax(jnp.where(seen_T[None], logits_NT, NEG_INF), axis=-1)
       out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT.astype(att.dtype), prefix.pos_v_MNTH)
       x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w(att.w_o_NHD))[:, None]
     h_M1D = self.norm_cross(x_M1D)
-    x_M1D = x_M1D + self.cross_attention.attend(h_M1D, fixed.cross_k_MNSH, fixed.cross_v_MNSH,
-                                                enc_mask_M1S)
+    x_M1D = x_M1D + self.cross_attention.attend(
+      h_M1D, fixed.cross_k_MNSH, fixed.cross_v_MNSH, enc_mask_M1S
+    )
     return x_M1D + self.ffn(self.norm_ffn(x_M1D)), prefix
 
 
@@ -264,22 +297,31 @@ class Transformer(nnx.Module):
       raise ValueError(f"decoder must be 'nar' or 'ar', got {cfg.decoder!r}")
     self.cfg = cfg
     normal = nnx.initializers.normal(stddev=1.0)
-    self.embed_VD = nnx.Param(normal(rngs.params(), (cfg.vocab_size, cfg.d_model)),
-                              **_axes("vocab", "embed"))
-    self.source_pos_SD = nnx.Param(normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)),
-                                   **_axes("length", "embed"))
-    self.target_pos_TD = nnx.Param(normal(rngs.params(), (cfg.max_target_length, cfg.d_model)),
-                                   **_axes("length", "embed"))
+    self.embed_VD = nnx.Param(
+      normal(rngs.params(), (cfg.vocab_size, cfg.d_model)), **_axes("vocab", "embed")
+    )
+    self.source_pos_SD = nnx.Param(
+      normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)), **_axes("length", "embed")
+    )
+    self.target_pos_TD = nnx.Param(
+      normal(rngs.params(), (cfg.max_target_length, cfg.d_model)), **_axes("length", "embed")
+    )
     self.encoder_layers = nnx.List(
-        [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)])
+      [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)]
+    )
     self.decoder_layers = nnx.List(
-        [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)])
+      [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)]
+    )
     self.encoder_norm = _layer_norm(cfg, rngs)
     self.decoder_norm = _layer_norm(cfg, rngs)
-    self.length_head = nnx.Linear(cfg.d_model, cfg.max_target_length + 1,
-                                  kernel_metadata=_axes("embed", "length_classes"),
-                                  bias_metadata=_axes("length_classes"), dtype=jnp.float32,
-                                  rngs=rngs)
+    self.length_head = nnx.Linear(
+      cfg.d_model,
+      cfg.max_target_length + 1,
+      kernel_metadata=_axes("embed", "length_classes"),
+      bias_metadata=_axes("length_classes"),
+      dtype=jnp.float32,
+      rngs=rngs,
+    )
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:
@@ -290,9 +332,10 @@ class Transformer(nnx.Module):
     """inputs [B, L<=max_source_length] -> states [B, S=L+1, D] ([LEN] first), mask [B, S]."""
     B = inputs_BL.shape[0]
     tokens_BS = jnp.concatenate(
-        [jnp.full((B, 1), tokenizer_lib.LEN_ID, inputs_BL.dtype), inputs_BL], axis=1)
+      [jnp.full((B, 1), tokenizer_lib.LEN_ID, inputs_BL.dtype), inputs_BL], axis=1
+    )
     mask_BS = tokens_BS != tokenizer_lib.PAD_ID
-    x_BSD = self._embed(tokens_BS, self.source_pos_SD[...][:tokens_BS.shape[1]])
+    x_BSD = self._embed(tokens_BS, self.source_pos_SD[...][: tokens_BS.shape[1]])
     for layer in self.encoder_layers:
       x_BSD = layer(x_BSD, mask_BS[:, None, :] & mask_BS[:, :, None])
     return self.encoder_norm(x_BSD), mask_BS
@@ -331,9 +374,12 @@ class Transformer(nnx.Module):
     embed_VD = self.embed_VD[...]
     if Vp > V:
       embed_VD = jnp.pad(embed_VD, ((0, Vp - V), (0, 0)))
-    logits_xV = jnp.einsum("...D,VD->...V", h_xD.astype(cfg.compute_dtype),
-                           embed_VD.astype(cfg.compute_dtype),
-                           preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(cfg.d_model))
+    logits_xV = jnp.einsum(
+      "...D,VD->...V",
+      h_xD.astype(cfg.compute_dtype),
+      embed_VD.astype(cfg.compute_dtype),
+      preferred_element_type=jnp.float32,
+    ) / jnp.sqrt(jnp.float32(cfg.d_model))
     return logits_xV if Vp == V else jnp.where(jnp.arange(Vp) < V, logits_xV, NEG_INF)
 
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
@@ -348,14 +394,21 @@ class Transformer(nnx.Module):
     prefix, fixed = [], []
     for layer in self.decoder_layers:
       positional = layer.positional_attention is not None
-      prefix.append(LayerPrefix(self_k_MNTH=zeros_MNTH, self_v_MNTH=zeros_MNTH,
-                                pos_v_MNTH=zeros_MNTH if positional else None))
-      fixed.append(LayerFixed(
+      prefix.append(
+        LayerPrefix(
+          self_k_MNTH=zeros_MNTH,
+          self_v_MNTH=zeros_MNTH,
+          pos_v_MNTH=zeros_MNTH if positional else None,
+        )
+      )
+      fixed.append(
+        LayerFixed(
           cross_k_MNSH=layer.cross_attention.keys(enc_MSD),
           cross_v_MNSH=layer.cross_attention.values(enc_MSD),
-          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None))
-    return KVCache(prefix=tuple(prefix), fixed=tuple(fixed),
-                   enc_mask_M1S=enc_mask_MS[:, None, :])
+          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None,
+        )
+      )
+    return KVCache(prefix=tuple(prefix), fixed=tuple(fixed), enc_mask_M1S=enc_mask_MS[:, None, :])
 
   def decode_step(self, token_M: Array, t: Array, cache: KVCache) -> tuple[Array, KVCache]:
     """Logits [M, V] for position t given its input token (BOS at t=0, else the token at t-1)
@@ -366,7 +419,7 @@ class Transformer(nnx.Module):
     for layer, p, f in zip(self.decoder_layers, cache.prefix, cache.fixed):
       x_M1D, p = layer.step(x_M1D, pos_1D, t, p, f, cache.enc_mask_M1S)
       prefix.append(p)
-    logits_MV = self._logits(self.decoder_norm(x_M1D)[:, 0])[:, :self.cfg.vocab_size]
+    logits_MV = self._logits(self.decoder_norm(x_M1D)[:, 0])[:, : self.cfg.vocab_size]
     return logits_MV, cache.replace(prefix=tuple(prefix))
 
 

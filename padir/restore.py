@@ -28,8 +28,10 @@ def trained_config(workdir: str) -> ml_collections.ConfigDict:
   """The config the run's model was trained with (TRAINED_CONFIG, else config.json)."""
   config_path = os.path.join(workdir, "config.json")
   if not os.path.isfile(config_path):
-    raise FileNotFoundError(f"{config_path} does not exist: {workdir!r} is not a training run "
-                            f"directory (train.py writes config.json and checkpoints/ there)")
+    raise FileNotFoundError(
+      f"{config_path} does not exist: {workdir!r} is not a training run "
+      f"directory (train.py writes config.json and checkpoints/ there)"
+    )
   derived = os.path.join(workdir, TRAINED_CONFIG)
   with open(derived if os.path.isfile(derived) else config_path, encoding="utf-8") as f:
     return ml_collections.ConfigDict(json.load(f))
@@ -53,13 +55,15 @@ def load_model(workdir: str, step: int | None = None) -> Loaded:
   steps = checkpoint_steps(workdir)
   if not steps or (step is not None and step not in steps):
     raise FileNotFoundError(
-        f"no checkpoint {'at step %d ' % step if step is not None else ''}in "
-        f"{os.path.abspath(os.path.join(workdir, CHECKPOINTS))} (found steps {steps}): train the "
-        f"model first, or resume its run")
+      f"no checkpoint {'at step %d ' % step if step is not None else ''}in "
+      f"{os.path.abspath(os.path.join(workdir, CHECKPOINTS))} (found steps {steps}): train the "
+      f"model first, or resume its run"
+    )
   step = max(steps) if step is None else step
   tok = tokenizer_lib.Tokenizer(vocab.vocabulary_path(config))
-  model = model_lib.Transformer(model_lib.ModelConfig.from_run_config(config, tok.vocab_size),
-                                rngs=nnx.Rngs(0))
+  model = model_lib.Transformer(
+    model_lib.ModelConfig.from_run_config(config, tok.vocab_size), rngs=nnx.Rngs(0)
+  )
   ckpt = Checkpoints(os.path.join(workdir, CHECKPOINTS))
   restored = ckpt.restore(step, {"params": nnx.state(model, nnx.Param)})
   ckpt.close()

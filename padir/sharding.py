@@ -20,7 +20,8 @@ from typing import Any, Callable, Literal, Sequence
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from gmlm.core import mesh as mesh_lib
 
@@ -28,14 +29,14 @@ LogicalRules = Sequence[tuple[str, str | None]]
 
 # Logical dimension name -> mesh axis (None: replicated).
 LOGICAL_RULES: LogicalRules = (
-    ("batch", "data"),
-    ("vocab", "model"),
-    ("heads", "model"),
-    ("mlp", "model"),
-    ("embed", None),
-    ("head_dim", None),
-    ("length", None),
-    ("length_classes", None),
+  ("batch", "data"),
+  ("vocab", "model"),
+  ("heads", "model"),
+  ("mlp", "model"),
+  ("embed", None),
+  ("head_dim", None),
+  ("length", None),
+  ("length_classes", None),
 )
 
 
@@ -48,8 +49,9 @@ def mesh_of(config: Any) -> Mesh | None:
   return mesh_lib.make_mesh(m.get("data", -1), m.get("model", 1))
 
 
-def logical_spec(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh,
-                 rules: LogicalRules = LOGICAL_RULES) -> P:
+def logical_spec(
+  names: Sequence[str | None], shape: Sequence[int], mesh: Mesh, rules: LogicalRules = LOGICAL_RULES
+) -> P:
   """Maps dimension names to mesh axes; an axis is used once and only where it divides."""
   table, used, spec = dict(rules), set(), []
   for name, size in zip(names, shape):
@@ -84,21 +86,30 @@ def _variable_spec(v: nnx.Variable, mesh: Mesh, params: str, rules: LogicalRules
   return fsdp_spec(shape, mesh)
 
 
-def state_shardings(state: Any, mesh: Mesh, params: Literal["logical", "fsdp"] = "logical",
-                    rules: LogicalRules = LOGICAL_RULES) -> Any:
+def state_shardings(
+  state: Any,
+  mesh: Mesh,
+  params: Literal["logical", "fsdp"] = "logical",
+  rules: LogicalRules = LOGICAL_RULES,
+) -> Any:
   """The NamedSharding of every Variable in an nnx state (same tree, shardings as values)."""
   return jax.tree.map(
-      lambda v: v.replace(NamedSharding(mesh, _variable_spec(v, mesh, params, rules))), state,
-      is_leaf=lambda x: isinstance(x, nnx.Variable))
+    lambda v: v.replace(NamedSharding(mesh, _variable_spec(v, mesh, params, rules))),
+    state,
+    is_leaf=lambda x: isinstance(x, nnx.Variable),
+  )
 
 
 def batch_sharding(mesh: Mesh, rules: LogicalRules = LOGICAL_RULES) -> NamedSharding:
   return NamedSharding(mesh, P(dict(rules).get("batch")))
 
 
-def create_sharded(make: Callable[[], Any], mesh: Mesh,
-                   params: Literal["logical", "fsdp"] = "logical",
-                   rules: LogicalRules = LOGICAL_RULES) -> tuple[Any, Any]:
+def create_sharded(
+  make: Callable[[], Any],
+  mesh: Mesh,
+  params: Literal["logical", "fsdp"] = "logical",
+  rules: LogicalRules = LOGICAL_RULES,
+) -> tuple[Any, Any]:
   """Builds the nnx objects `make()` returns with every array created in place, already
   sharded (no device holds the whole model). Returns (objects, their state's shardings)."""
   graphdef, abstract_state = nnx.split(nnx.eval_shape(make))
@@ -112,6 +123,8 @@ def put_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str
   for k, v in batch.items():
     n = sharding.mesh.shape["data"]
     if (v.shape[0] * jax.process_count()) % n:
-      raise ValueError(f"global batch size {v.shape[0] * jax.process_count()} ({k}) is not "
-                       f"divisible by the data axis size {n}")
+      raise ValueError(
+        f"global batch size {v.shape[0] * jax.process_count()} ({k}) is not "
+        f"divisible by the data axis size {n}"
+      )
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}

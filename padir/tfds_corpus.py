@@ -31,8 +31,15 @@ class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
     # imports `importlib_resources`, which tensorflow-datasets does not declare.
     return None
 
-  def __init__(self, *, corpus_dir: str, source_lang: str, target_lang: str,
-               splits: Sequence[str] = SPLITS, **kwargs):
+  def __init__(
+    self,
+    *,
+    corpus_dir: str,
+    source_lang: str,
+    target_lang: str,
+    splits: Sequence[str] = SPLITS,
+    **kwargs,
+  ):
     self._corpus_dir = corpus_dir
     self._langs = (source_lang, target_lang)
     self._files = {s: split_files(corpus_dir, s, source_lang, target_lang) for s in splits}
@@ -43,10 +50,11 @@ class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     return tfds.core.DatasetInfo(
-        builder=self,
-        description=f"Local parallel corpus {self._corpus_dir} ({self._langs[0]}->{self._langs[1]})",
-        features=tfds.features.FeaturesDict({
-            "source": tfds.features.Text(), "target": tfds.features.Text()}),
+      builder=self,
+      description=f"Local parallel corpus {self._corpus_dir} ({self._langs[0]}->{self._langs[1]})",
+      features=tfds.features.FeaturesDict(
+        {"source": tfds.features.Text(), "target": tfds.features.Text()}
+      ),
     )
 
   def _split_generators(self, dl_manager):
@@ -59,12 +67,20 @@ class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):
       yield i, {"source": src, "target": tgt}
 
 
-def local_data_sources(corpus_dir: str, source_lang: str, target_lang: str,
-                       data_dir: str | None = None,
-                       splits: Sequence[str] = SPLITS) -> dict[str, Any]:
+def local_data_sources(
+  corpus_dir: str,
+  source_lang: str,
+  target_lang: str,
+  data_dir: str | None = None,
+  splits: Sequence[str] = SPLITS,
+) -> dict[str, Any]:
   """Prepares (once) and opens the array_record files: split -> random-access data source."""
-  builder = LocalParallelCorpus(corpus_dir=corpus_dir, source_lang=source_lang,
-                                target_lang=target_lang, splits=splits,
-                                data_dir=data_dir or os.path.join(corpus_dir, "tfds"))
+  builder = LocalParallelCorpus(
+    corpus_dir=corpus_dir,
+    source_lang=source_lang,
+    target_lang=target_lang,
+    splits=splits,
+    data_dir=data_dir or os.path.join(corpus_dir, "tfds"),
+  )
   builder.download_and_prepare(file_format="array_record")
   return builder.as_data_source()

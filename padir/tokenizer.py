@@ -34,17 +34,26 @@ class Tokenizer:
   def __init__(self, model_path: str):
     if not os.path.isfile(model_path):
       raise FileNotFoundError(
-          f"SentencePiece vocabulary {model_path!r} does not exist. Train one on the training "
-          f"split first (padir.tokenizer.train_tokenizer, or run training, which trains it when "
-          f"config.data.vocab_path is missing and config.data.train_vocab is True).")
+        f"SentencePiece vocabulary {model_path!r} does not exist. Train one on the training "
+        f"split first (padir.tokenizer.train_tokenizer, or run training, which trains it when "
+        f"config.data.vocab_path is missing and config.data.train_vocab is True)."
+      )
     self.path = model_path
     self.sp = spm.SentencePieceProcessor(model_file=model_path)
-    expected = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>",
-                MASK_ID: MASK_PIECE, LEN_ID: LEN_PIECE}
+    expected = {
+      PAD_ID: "<pad>",
+      EOS_ID: "</s>",
+      BOS_ID: "<s>",
+      UNK_ID: "<unk>",
+      MASK_ID: MASK_PIECE,
+      LEN_ID: LEN_PIECE,
+    }
     found = {i: self.sp.id_to_piece(i) for i in expected}
     if found != expected:
-      raise ValueError(f"{model_path} has special pieces {found}, expected {expected}: it was not "
-                       f"trained by padir.tokenizer.train_tokenizer")
+      raise ValueError(
+        f"{model_path} has special pieces {found}, expected {expected}: it was not "
+        f"trained by padir.tokenizer.train_tokenizer"
+      )
 
   @property
   def vocab_size(self) -> int:
@@ -64,18 +73,32 @@ class Tokenizer:
     return self.sp.decode(out)
 
 
-def train_tokenizer(texts: Iterable[str], model_path: str, vocab_size: int = 8000,
-                    character_coverage: float = 0.9999,
-                    max_sentences: int = 2_000_000, seed_sentencepiece_size: int = 200_000) -> Tokenizer:
+def train_tokenizer(
+  texts: Iterable[str],
+  model_path: str,
+  vocab_size: int = 8000,
+  character_coverage: float = 0.9999,
+  max_sentences: int = 2_000_000,
+  seed_sentencepiece_size: int = 200_000,
+) -> Tokenizer:
   """Trains a unigram SentencePiece model on `texts` (both languages) and writes model_path."""
   model = io.BytesIO()
   spm.SentencePieceTrainer.train(
-      sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
-      model_type="unigram", character_coverage=character_coverage,
-      pad_id=PAD_ID, eos_id=EOS_ID, bos_id=BOS_ID, unk_id=UNK_ID,
-      control_symbols=[MASK_PIECE, LEN_PIECE], input_sentence_size=max_sentences,
-      shuffle_input_sentence=True, seed_sentencepiece_size=seed_sentencepiece_size,
-      minloglevel=2)
+    sentence_iterator=iter(texts),
+    model_writer=model,
+    vocab_size=vocab_size,
+    model_type="unigram",
+    character_coverage=character_coverage,
+    pad_id=PAD_ID,
+    eos_id=EOS_ID,
+    bos_id=BOS_ID,
+    unk_id=UNK_ID,
+    control_symbols=[MASK_PIECE, LEN_PIECE],
+    input_sentence_size=max_sentences,
+    shuffle_input_sentence=True,
+    seed_sentencepiece_size=seed_sentencepiece_size,
+    minloglevel=2,
+  )
   os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
   with open(model_path, "wb") as f:
     f.write(model.getvalue())

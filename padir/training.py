@@ -33,17 +33,10 @@ from gmlm import checks
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
-from padir import bible
-from padir import curves
-from padir import data
-from padir import evaluate
-from padir import losses
+from padir import bible, curves, data, evaluate, losses, optim, restore, vocab
 from padir import model as model_lib
-from padir import optim
-from padir import restore
 from padir import sharding as sharding_lib
 from padir import tokenizer as tokenizer_lib
-from padir import vocab
 
 
 def _check_bool(config: Any, key: str) -> None:
@@ -53,8 +46,12 @@ def _check_bool(config: Any, key: str) -> None:
 
 def _check_str(config: Any, key: str, *, empty_ok: bool = True) -> None:
   v = checks.get(config, key)
-  checks.check(isinstance(v, str) and (empty_ok or bool(v)), key, v,
-               "must be a string" if empty_ok else "must be a non-empty string")
+  checks.check(
+    isinstance(v, str) and (empty_ok or bool(v)),
+    key,
+    v,
+    "must be a string" if empty_ok else "must be a non-empty string",
+  )
 
 
 def _has(config: Any, key: str) -> bool:
@@ -75,8 +72,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
     _check_str(config, key, empty_ok=False)
   for key in ("data.vocab_path", "data.tfds_data_dir"):
     _check_str(config, key)
-  for key in ("data.train_vocab", "model.positional_attention", "train.progress_bar",
-              "decode.remask_stutter"):
+  for key in (
+    "data.train_vocab",
+    "model.positional_attention",
+    "train.progress_bar",
+    "decode.remask_stutter",
+  ):
     _check_bool(config, key)
   if _has(config, "data.prepare_bible"):
     _check_bool(config, "data.prepare_bible")
@@ -84,16 +85,18 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "data.max_source_length", lo=1)
   checks.check_int(config, "data.max_target_length", lo=1)
   if _has(config, "data.bucket_boundaries") and not (
-      isinstance(config.data.bucket_boundaries, (list, tuple))
-      and len(config.data.bucket_boundaries) == 0):   # () = no buckets
+    isinstance(config.data.bucket_boundaries, (list, tuple))
+    and len(config.data.bucket_boundaries) == 0
+  ):  # () = no buckets
     checks.check_ints(config, "data.bucket_boundaries", lo=1)
   checks.check_choice(config, "model.decoder", ("nar", "ar"))
   for key in ("model.num_encoder_layers", "model.num_decoder_layers"):
     checks.check_int(config, key, lo=0)
   heads = checks.check_int(config, "model.num_heads", lo=1)
   d_model = checks.check_int(config, "model.d_model", lo=1)
-  checks.check(d_model % heads == 0, "model.d_model", d_model,
-               f"must be divisible by model.num_heads={heads}")
+  checks.check(
+    d_model % heads == 0, "model.d_model", d_model, f"must be divisible by model.num_heads={heads}"
+  )
   checks.check_int(config, "model.d_ff", lo=1)
   if _has(config, "model.dtype"):
     checks.check_choice(config, "model.dtype", ("float32", "bfloat16"))
@@ -106,9 +109,18 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_choice(config, "loss.stage_input", ("argmax", "sample"))
   checks.check_choice(config, "loss.stage_reduction", ("mean", "sum"))
   checks.check_float(config, "loss.length_weight", lo=0)
-  for key in ("train.batch_size", "train.num_train_steps", "train.log_every", "train.eval_every",
-              "train.eval_batches", "train.checkpoint_every", "train.keep_checkpoints",
-              "decode.batch_size", "decode.num_steps", "decode.num_lengths"):
+  for key in (
+    "train.batch_size",
+    "train.num_train_steps",
+    "train.log_every",
+    "train.eval_every",
+    "train.eval_batches",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+    "decode.batch_size",
+    "decode.num_steps",
+    "decode.num_lengths",
+  ):
     checks.check_int(config, key, lo=1)
   for key in ("train.warmup_steps", "decode.num_examples"):
     checks.check_int(config, key, lo=0)
@@ -139,18 +151,31 @@ def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
   then opens the run directory: the config guard, config.json, metrics.jsonl and TensorBoard
   scalars in tb/ (`tensorboard --logdir WORKDIR/tb`), written by process 0 only."""
   mesh_lib.initialize_distributed(config.get("distributed", "auto"))
-  return RunDir(workdir, config, tensorboard=True, writer=jax.process_index() == 0,
-                resumable=RESUMABLE_KEYS)
+  return RunDir(
+    workdir, config, tensorboard=True, writer=jax.process_index() == 0, resumable=RESUMABLE_KEYS
+  )
 
 
-def loss_fn(model: model_lib.Transformer, batch: dict[str, jax.Array], key: jax.Array,
-            config: ml_collections.ConfigDict) -> tuple[jax.Array, dict[str, jax.Array]]:
+def loss_fn(
+  model: model_lib.Transformer,
+  batch: dict[str, jax.Array],
+  key: jax.Array,
+  config: ml_collections.ConfigDict,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
   if model.cfg.decoder == "ar":
     return losses.ar_loss(model, batch)
   c = config.loss
-  loss, aux = losses.padir_loss(model, batch, key, keep_rate=c.keep_rate, mask_rate=c.mask_rate,
-                                num_stages=c.num_stages, stage_input=c.stage_input,
-                                stage_reduction=c.stage_reduction, length_weight=c.length_weight)
+  loss, aux = losses.padir_loss(
+    model,
+    batch,
+    key,
+    keep_rate=c.keep_rate,
+    mask_rate=c.mask_rate,
+    num_stages=c.num_stages,
+    stage_input=c.stage_input,
+    stage_reduction=c.stage_reduction,
+    length_weight=c.length_weight,
+  )
   aux.pop("stage_inputs")
   return loss, aux
 
@@ -162,12 +187,15 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   @nnx.jit
   def train_step(model, optimizer, batch, key, dropout_key):
     nnx.reseed(model, dropout=dropout_key)
-    (loss, aux), grads = nnx.value_and_grad(
-        lambda m: loss_fn(m, batch, key, config), has_aux=True)(model)
+    (loss, aux), grads = nnx.value_and_grad(lambda m: loss_fn(m, batch, key, config), has_aux=True)(
+      model
+    )
     optimizer.update(model, grads)
     if state_shardings is not None:
-      nnx.update((model, optimizer), jax.lax.with_sharding_constraint(
-          nnx.state((model, optimizer)), state_shardings))
+      nnx.update(
+        (model, optimizer),
+        jax.lax.with_sharding_constraint(nnx.state((model, optimizer)), state_shardings),
+      )
     return {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads)}
 
   @nnx.jit
@@ -178,34 +206,49 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   return train_step, eval_step
 
 
-def check_data(config: ml_collections.ConfigDict, rd: RunDir, report: data.FilterReport,
-               valid_source: Any, tok: tokenizer_lib.Tokenizer) -> None:
+def check_data(
+  config: ml_collections.ConfigDict,
+  rd: RunDir,
+  report: data.FilterReport,
+  valid_source: Any,
+  tok: tokenizer_lib.Tokenizer,
+) -> None:
   """Before the first step: says (WARNING, data.json, report.md) how many training pairs are
   dropped as too long, and refuses a valid split with fewer pairs within the maximum lengths
   than one batch (evaluation would fail at its first batch)."""
   d, batch_size = config.data, config.train.batch_size
-  limits = (f"max_source_length={d.max_source_length} / max_target_length={d.max_target_length}"
-            " tokens")
-  counts = {"total": report.total, "kept": report.kept, "too_long": report.too_long,
-            "max_source_length": d.max_source_length, "max_target_length": d.max_target_length}
+  limits = (
+    f"max_source_length={d.max_source_length} / max_target_length={d.max_target_length} tokens"
+  )
+  counts = {
+    "total": report.total,
+    "kept": report.kept,
+    "too_long": report.too_long,
+    "max_source_length": d.max_source_length,
+    "max_target_length": d.max_target_length,
+  }
   rd.write_json(curves.DATA_REPORT, {"train": counts})
   if report.too_long:
-    logging.warning("train: %s (EOS included); raise the limits to keep them",
-                    curves.dropped_line(counts))
+    logging.warning(
+      "train: %s (EOS included); raise the limits to keep them", curves.dropped_line(counts)
+    )
   _, valid = data.filter_by_length(valid_source, tok, d.max_source_length, d.max_target_length)
   if valid.kept < batch_size:
     raise data.CorpusError(
-        f"the valid split of {d.corpus_dir} has {valid.kept} pairs within {limits} ({valid.total}"
-        f" in all), fewer than train.batch_size={batch_size}: evaluation needs one full batch; "
-        "add validation pairs, raise the maximum lengths or lower train.batch_size")
+      f"the valid split of {d.corpus_dir} has {valid.kept} pairs within {limits} ({valid.total}"
+      f" in all), fewer than train.batch_size={batch_size}: evaluation needs one full batch; "
+      "add validation pairs, raise the maximum lengths or lower train.batch_size"
+    )
 
 
 def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   """Trains (or resumes) in rd (opened with `open_run`); returns the last logged metrics."""
   multi_process = jax.process_count() > 1
   if multi_process and config.decode.num_examples > 0:
-    raise NotImplementedError("translation during multi-process training is not implemented: "
-                              "set config.decode.num_examples=0 and translate afterwards")
+    raise NotImplementedError(
+      "translation during multi-process training is not implemented: "
+      "set config.decode.num_examples=0 and translate afterwards"
+    )
   mesh = sharding_lib.mesh_of(config)
   if multi_process and mesh is None:
     raise ValueError("multi-process training needs config.mesh (e.g. data=-1, model=1)")
@@ -216,18 +259,31 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     bible.prepare_if_missing(d.corpus_dir)
   tok = vocab.prepare_vocabulary(config)
   if config.train.batch_size % jax.process_count():
-    raise ValueError(f"batch_size={config.train.batch_size} does not split over "
-                     f"{jax.process_count()} processes")
+    raise ValueError(
+      f"batch_size={config.train.batch_size} does not split over {jax.process_count()} processes"
+    )
   from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
-  sources = tfds_corpus.local_data_sources(d.corpus_dir, d.source_lang, d.target_lang,
-                                           data_dir=d.tfds_data_dir or None,
-                                           splits=("train", "valid"))
+
+  sources = tfds_corpus.local_data_sources(
+    d.corpus_dir,
+    d.source_lang,
+    d.target_lang,
+    data_dir=d.tfds_data_dir or None,
+    splits=("train", "valid"),
+  )
   train_ds, report = data.make_dataset(
-      sources["train"], tok, batch_size=config.train.batch_size // jax.process_count(),
-      max_source_length=d.max_source_length, max_target_length=d.max_target_length,
-      seed=config.seed, num_epochs=None, name="train",
-      bucket_boundaries=tuple(d.get("bucket_boundaries", ())),
-      shard_index=jax.process_index(), shard_count=jax.process_count())
+    sources["train"],
+    tok,
+    batch_size=config.train.batch_size // jax.process_count(),
+    max_source_length=d.max_source_length,
+    max_target_length=d.max_target_length,
+    seed=config.seed,
+    num_epochs=None,
+    name="train",
+    bucket_boundaries=tuple(d.get("bucket_boundaries", ())),
+    shard_index=jax.process_index(),
+    shard_count=jax.process_count(),
+  )
   check_data(config, rd, report, sources["valid"], tok)
   train_iter = iter(train_ds)
 
@@ -236,7 +292,8 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
 
   def make_model_and_optimizer():
     model = model_lib.Transformer(
-        cfg, rngs=nnx.Rngs(params=config.seed, dropout=jax.random.key(config.seed, impl="rbg")))
+      cfg, rngs=nnx.Rngs(params=config.seed, dropout=jax.random.key(config.seed, impl="rbg"))
+    )
     return model, nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
 
   if mesh is None:
@@ -244,20 +301,28 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     state_shardings, place = None, lambda batch: batch
   else:
     (model, optimizer), state_shardings = sharding_lib.create_sharded(
-        make_model_and_optimizer, mesh, config.mesh.get("params", "logical"))
+      make_model_and_optimizer, mesh, config.mesh.get("params", "logical")
+    )
     batch_sharding = sharding_lib.batch_sharding(mesh)
     place = lambda batch: sharding_lib.put_batch(batch, batch_sharding)
-    logging.info("mesh %s, parameters sharded by the %r rule", dict(mesh.shape),
-                 config.mesh.get("params", "logical"))
+    logging.info(
+      "mesh %s, parameters sharded by the %r rule",
+      dict(mesh.shape),
+      config.mesh.get("params", "logical"),
+    )
   logging.info("model: %s, %d parameters", cfg, model_lib.count_params(model))
   train_step, eval_step = make_steps(config, state_shardings)
 
   # Checkpoints: restore the latest if there is one.
   t = config.train
-  ckpt = Checkpoints(rd.file(restore.CHECKPOINTS), max_to_keep=t.keep_checkpoints,
-                     save_interval_steps=t.checkpoint_every)
-  latest = ckpt.restore_latest({"params": nnx.state(model, nnx.Param),
-                                "optimizer": nnx.state(optimizer), "data": Json()})
+  ckpt = Checkpoints(
+    rd.file(restore.CHECKPOINTS),
+    max_to_keep=t.keep_checkpoints,
+    save_interval_steps=t.checkpoint_every,
+  )
+  latest = ckpt.restore_latest(
+    {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer), "data": Json()}
+  )
   step = latest[0] if latest is not None else 0
   if step:
     restored = latest[1]
@@ -270,8 +335,16 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
       logging.info("metrics.jsonl: dropped %d records past step %d", dropped, step)
 
   def save(step: int) -> None:
-    ckpt.save(step, {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer),
-                     "data": Json(train_iter.get_state())}, force=True, wait=False)
+    ckpt.save(
+      step,
+      {
+        "params": nnx.state(model, nnx.Param),
+        "optimizer": nnx.state(optimizer),
+        "data": Json(train_iter.get_state()),
+      },
+      force=True,
+      wait=False,
+    )
 
   base_key = jax.random.key(config.seed)  # noising and stage sampling
   # Dropout masks from XLA's RngBitGenerator: threefry masks cost ~25% of a CPU training step.
@@ -280,22 +353,34 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   last: dict[str, Any] = {}
   sums, n_sum, t_start = {}, 0, time.time()
   stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
-  with tqdm.tqdm(total=t.num_train_steps, initial=step, desc="padir", unit="step",
-                 disable=not t.progress_bar or jax.process_index() != 0) as bar:
+  with tqdm.tqdm(
+    total=t.num_train_steps,
+    initial=step,
+    desc="padir",
+    unit="step",
+    disable=not t.progress_bar or jax.process_index() != 0,
+  ) as bar:
     while step < stop_at:
       batch = place(next(train_iter))
       model.train()
-      metrics = train_step(model, optimizer, batch, jax.random.fold_in(base_key, step),
-                           jax.random.fold_in(dropout_key, step))
+      metrics = train_step(
+        model,
+        optimizer,
+        batch,
+        jax.random.fold_in(base_key, step),
+        jax.random.fold_in(dropout_key, step),
+      )
       step += 1
       bar.update(1)
       for k, v in metrics.items():
         sums[k] = sums.get(k, 0.0) + v
       n_sum += 1
       if step % t.log_every == 0 or step == stop_at:
-        record = {**{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
-                  "learning_rate": float(schedule(step - 1)),
-                  "steps_per_second": n_sum / (time.time() - t_start)}
+        record = {
+          **{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
+          "learning_rate": float(schedule(step - 1)),
+          "steps_per_second": n_sum / (time.time() - t_start),
+        }
         if not np.isfinite(record["train_loss"]):
           raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
         bar.set_postfix(loss=f"{record['train_loss']:.3f}")

@@ -46,8 +46,11 @@ def prepare_vocabulary(config: ml_collections.ConfigDict) -> tokenizer_lib.Token
 
 def _trained_on(d: ml_collections.ConfigDict) -> dict[str, str]:
   files = data.split_files(d.corpus_dir, "train", d.source_lang, d.target_lang)
-  return {"corpus_dir": os.path.abspath(d.corpus_dir),
-          "files": [os.path.basename(f) for f in files], "sha256": data.fingerprint({"train": files})}
+  return {
+    "corpus_dir": os.path.abspath(d.corpus_dir),
+    "files": [os.path.basename(f) for f in files],
+    "sha256": data.fingerprint({"train": files}),
+  }
 
 
 def check_trained_on(path: str, d: ml_collections.ConfigDict) -> None:
@@ -64,7 +67,8 @@ def check_trained_on(path: str, d: ml_collections.ConfigDict) -> None:
   if now["sha256"] != then.get("sha256"):
     files = ", ".join(os.path.join(d.corpus_dir, f) for f in then.get("files", now["files"]))
     raise data.CorpusError(
-        f"{path} was trained on {files} before it changed (SHA-256 {then.get('sha256', '')[:12]}"
-        f" then, {now['sha256'][:12]} now): its ids no longer fit the data. Delete {path} and "
-        f"{record} to train it again on the current files (runs trained with the old one then "
-        "decode differently), or set config.data.vocab_path to a new file")
+      f"{path} was trained on {files} before it changed (SHA-256 {then.get('sha256', '')[:12]}"
+      f" then, {now['sha256'][:12]} now): its ids no longer fit the data. Delete {path} and "
+      f"{record} to train it again on the current files (runs trained with the old one then "
+      "decode differently), or set config.data.vocab_path to a new file"
+    )

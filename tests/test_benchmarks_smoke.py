@@ -10,9 +10,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ising_throughput_quick_runs_and_prints_ratios():
   proc = subprocess.run(
-      [sys.executable, str(ROOT / "benchmarks" / "ising_throughput.py"), "--quick", "--skip-thrml",
-       "--repeats", "1", "--rounds", "1"],
-      capture_output=True, text=True, timeout=120, cwd=ROOT)
+    [
+      sys.executable,
+      str(ROOT / "benchmarks" / "ising_throughput.py"),
+      "--quick",
+      "--skip-thrml",
+      "--repeats",
+      "1",
+      "--rounds",
+      "1",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    cwd=ROOT,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
   assert "spin updates/s" in out

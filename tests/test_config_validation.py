@@ -32,53 +32,59 @@ NONSENSE = "nonsense"
 NAN = float("nan")
 
 # Floats that are probabilities or fractions: 1.5 is out of range too.
-PROBABILITIES = ("top_p", "auto_threshold", "data.eval_fraction", "model.dropout_rate",
-                 "loss.keep_rate", "loss.mask_rate")
+PROBABILITIES = (
+  "top_p",
+  "auto_threshold",
+  "data.eval_fraction",
+  "model.dropout_rate",
+  "loss.keep_rate",
+  "loss.mask_rate",
+)
 
 # (key, repr(value)) -> why the value is valid (prepare must accept it); "CONFIG:key" for one
 # config only.
 VALID = {
-    ("seed", "0"): "the first seed",
-    ("top_k", "0"): "0 = no top-k truncation",
-    ("max_sentences", "0"): "0 = every held-out sentence",
-    ("warmup_steps", "0"): "no warmup",
-    ("train.warmup_steps", "0"): "no warmup",
-    ("weight_decay", "0"): "no weight decay",
-    ("eval_every", "0"): "0 = validation at the end only",
-    ("lora_rank", "0"): "0 = full fine-tuning",
-    ("data.min_chars", "0"): "keep every non-empty line",
-    ("data.max_lines", "0"): "0 = all lines",
-    ("train.stop_at_step", "0"): "0 = run to num_train_steps",
-    ("distill.teacher_step", "0"): "0 = the teacher's latest checkpoint",
-    ("decode.num_examples", "0"): "0 = no translation during training (BLEU off)",
-    ("mesh.data", "0"): "0 = one device",
-    ("mesh.data", "-1"): "-1 = every device the model axis leaves",
-    ("random_models", "0"): "no random-model check",
-    ("model.num_encoder_layers", "0"): "an encoder of embeddings only (an ablation)",
-    ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
-    # Real numbers without a sign constraint.
-    ("field", "-1.0"): "h_i < 0 favours spin -1",
-    ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
-    ("ising_mple_asymptotics:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
-    ("decode.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
-    ("distill.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
-    # Free text and names resolved when used (a typo there is reported with the name).
-    ("model", repr(NONSENSE)): "a Hugging Face id, looked up when the run loads it",
-    ("embedding_model", repr(NONSENSE)): "a Hugging Face id, looked up at the end of the run",
-    ("prefix", repr(NONSENSE)): "any text",
-    ("exclude_pattern", repr(NONSENSE)): "a regular expression",
-    ("init_text", repr(NONSENSE)): "a starting text",
-    ("init_text", "('nonsense',)"): "a list of starting texts",
-    ("text_x", repr(NONSENSE)): "a passage",
-    ("text_y", repr(NONSENSE)): "a passage",
-    ("data.corpus_dir", repr(NONSENSE)): "a directory (padir.bible fills it when prepare_bible)",
-    ("data.source_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
-    ("data.target_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
-    ("data.vocab_path", repr(NONSENSE)): "where the vocabulary is (or is trained to)",
-    ("data.tfds_data_dir", repr(NONSENSE)): "where the tfds files are written",
-    ("data.bucket_boundaries", "()"): "() = pad every batch to the maximum lengths",
-    ("distill.teacher_workdir", repr(NONSENSE)): "a run directory, checked when distilling",
-    ("distill.corpus_dir", repr(NONSENSE)): "where the distilled corpus is written",
+  ("seed", "0"): "the first seed",
+  ("top_k", "0"): "0 = no top-k truncation",
+  ("max_sentences", "0"): "0 = every held-out sentence",
+  ("warmup_steps", "0"): "no warmup",
+  ("train.warmup_steps", "0"): "no warmup",
+  ("weight_decay", "0"): "no weight decay",
+  ("eval_every", "0"): "0 = validation at the end only",
+  ("lora_rank", "0"): "0 = full fine-tuning",
+  ("data.min_chars", "0"): "keep every non-empty line",
+  ("data.max_lines", "0"): "0 = all lines",
+  ("train.stop_at_step", "0"): "0 = run to num_train_steps",
+  ("distill.teacher_step", "0"): "0 = the teacher's latest checkpoint",
+  ("decode.num_examples", "0"): "0 = no translation during training (BLEU off)",
+  ("mesh.data", "0"): "0 = one device",
+  ("mesh.data", "-1"): "-1 = every device the model axis leaves",
+  ("random_models", "0"): "no random-model check",
+  ("model.num_encoder_layers", "0"): "an encoder of embeddings only (an ablation)",
+  ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
+  # Real numbers without a sign constraint.
+  ("field", "-1.0"): "h_i < 0 favours spin -1",
+  ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
+  ("ising_mple_asymptotics:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
+  ("decode.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  ("distill.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  # Free text and names resolved when used (a typo there is reported with the name).
+  ("model", repr(NONSENSE)): "a Hugging Face id, looked up when the run loads it",
+  ("embedding_model", repr(NONSENSE)): "a Hugging Face id, looked up at the end of the run",
+  ("prefix", repr(NONSENSE)): "any text",
+  ("exclude_pattern", repr(NONSENSE)): "a regular expression",
+  ("init_text", repr(NONSENSE)): "a starting text",
+  ("init_text", "('nonsense',)"): "a list of starting texts",
+  ("text_x", repr(NONSENSE)): "a passage",
+  ("text_y", repr(NONSENSE)): "a passage",
+  ("data.corpus_dir", repr(NONSENSE)): "a directory (padir.bible fills it when prepare_bible)",
+  ("data.source_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
+  ("data.target_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
+  ("data.vocab_path", repr(NONSENSE)): "where the vocabulary is (or is trained to)",
+  ("data.tfds_data_dir", repr(NONSENSE)): "where the tfds files are written",
+  ("data.bucket_boundaries", "()"): "() = pad every batch to the maximum lengths",
+  ("distill.teacher_workdir", repr(NONSENSE)): "a run directory, checked when distilling",
+  ("distill.corpus_dir", repr(NONSENSE)): "where the distilled corpus is written",
 }
 
 # Keys left out: resolved by gmlm.cli.resolve_job (a UserError, tested in tests/gmlm/test_cli).
@@ -87,8 +93,11 @@ SKIP = ("job",)
 
 def shipped_configs() -> list[tuple[str, str]]:
   """(configs module name, entry point) of every shipped config."""
-  return [(Path(name).stem, entry) for entry in cli.ENTRY_POINTS
-          for name, _ in cli.config_docs(REPO / "configs", entry)]
+  return [
+    (Path(name).stem, entry)
+    for entry in cli.ENTRY_POINTS
+    for name, _ in cli.config_docs(REPO / "configs", entry)
+  ]
 
 
 def base_config(name: str, tmp_path: Path) -> ml_collections.ConfigDict:
@@ -141,7 +150,7 @@ def with_value(config: ml_collections.ConfigDict, key: str, value: Any) -> None:
   node = config
   for part in parents:
     node = node[part]
-  node[last] = value   # raises TypeError where ConfigDict itself refuses the value
+  node[last] = value  # raises TypeError where ConfigDict itself refuses the value
 
 
 def same(stored: Any, bad: Any) -> bool:
@@ -159,6 +168,7 @@ def no_model_loads(monkeypatch):
 
   def refuse(*args, **kwargs):
     raise AssertionError("validation loaded a model")
+
   for name in ("load", "load_model", "load_tokenizer"):
     monkeypatch.setattr(gm, name, refuse)
 
@@ -170,8 +180,9 @@ def test_every_shipped_config_passes_validation(name, entry, tmp_path):
 
 
 @pytest.mark.parametrize("name,entry,key,bad", list(cases()))
-def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(name, entry, key, bad,
-                                                                       tmp_path):
+def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(
+  name, entry, key, bad, tmp_path
+):
   config = base_config(name, tmp_path)
   try:
     with_value(config, key, bad)
@@ -188,23 +199,35 @@ def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(name, ent
     assert info.value.key == key, message
     assert same(info.value.value, bad), message
     assert message.startswith(f"config.{key}={info.value.value!r}: "), message
-    assert len(info.value.allowed) > 10, message   # says what is allowed
+    assert len(info.value.allowed) > 10, message  # says what is allowed
   assert not workdir.exists()
 
 
-@pytest.mark.parametrize("name,overrides,key,match", [
-    ("glauber", {"num_steps": 410}, "num_steps",
-     r"must be a multiple of record_every=20 .*num_steps=400 or 420"),
-    ("glauber_coupling", {"num_steps": 30}, "num_steps",
-     r"must be a multiple of record_every=20 .*num_steps=20 or 40"),
+@pytest.mark.parametrize(
+  "name,overrides,key,match",
+  [
+    (
+      "glauber",
+      {"num_steps": 410},
+      "num_steps",
+      r"must be a multiple of record_every=20 .*num_steps=400 or 420",
+    ),
+    (
+      "glauber_coupling",
+      {"num_steps": 30},
+      "num_steps",
+      r"must be a multiple of record_every=20 .*num_steps=20 or 40",
+    ),
     ("glauber", {"method": "parallel", "block_size": 2}, "block_size", "'block' and 'sweep' only"),
     ("glauber", {"exclude_pattern": "("}, "exclude_pattern", "not a regular expression"),
     ("padir_bible_en_es", {"mesh.data": -2}, "mesh.data", ">= -1"),
     ("glauber", {"init_text": "texts/start"}, "init_text", "'texts/start' does not exist"),
     ("glauber", {"init_text": "start.txt"}, "init_text", "'start.txt' does not exist"),
-])
-def test_a_bad_combination_is_refused_naming_the_key_and_the_fix(name, overrides, key, match,
-                                                                tmp_path):
+  ],
+)
+def test_a_bad_combination_is_refused_naming_the_key_and_the_fix(
+  name, overrides, key, match, tmp_path
+):
   config = base_config(name, tmp_path)
   for k, v in overrides.items():
     with_value(config, k, v)
@@ -225,16 +248,37 @@ def test_every_key_can_be_set_from_the_command_line(tmp_path):
 
   # Through sample.py's parser: the overrides are accepted, validation then names num_pairs.
   for name, overrides in (
-      ("glauber", ["--config.init_text=first text|second text", "--config.allow_pickle=True",
-                   "--config.top_k=3", "--config.num_chains=0"]),
-      ("glauber_coupling", ["--config.num_sites=(3, 5)", "--config.temperatures=(1.0,)",
-                            "--config.num_pairs=0"])):
-    key = overrides[-1].split("=")[0][len("--config."):]
-    result = subprocess.run([sys.executable, "sample.py", f"--config=configs/{name}.py",
-                             f"--workdir={tmp_path / 'run'}", *overrides], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stderr.startswith(f"error: config.{key}=0:"), \
-        result.stderr[-2000:]
+    (
+      "glauber",
+      [
+        "--config.init_text=first text|second text",
+        "--config.allow_pickle=True",
+        "--config.top_k=3",
+        "--config.num_chains=0",
+      ],
+    ),
+    (
+      "glauber_coupling",
+      ["--config.num_sites=(3, 5)", "--config.temperatures=(1.0,)", "--config.num_pairs=0"],
+    ),
+  ):
+    key = overrides[-1].split("=")[0][len("--config.") :]
+    result = subprocess.run(
+      [
+        sys.executable,
+        "sample.py",
+        f"--config=configs/{name}.py",
+        f"--workdir={tmp_path / 'run'}",
+        *overrides,
+      ],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr.startswith(f"error: config.{key}=0:"), (
+      result.stderr[-2000:]
+    )
   assert not (tmp_path / "run").exists()
 
 
@@ -242,18 +286,24 @@ class _Loaded(Exception):
   """Stops a job at its model load, with the arguments it passed."""
 
 
-@pytest.mark.parametrize("name,job", [("glauber", "glauber.jobs.sample"),
-                                      ("glauber_coupling", "glauber.jobs.coupling"),
-                                      ("mlm_eval", "glauber.jobs.mlm_eval"),
-                                      ("mlm_minilm", "glauber.jobs.mlm_train")])
+@pytest.mark.parametrize(
+  "name,job",
+  [
+    ("glauber", "glauber.jobs.sample"),
+    ("glauber_coupling", "glauber.jobs.coupling"),
+    ("mlm_eval", "glauber.jobs.mlm_eval"),
+    ("mlm_minilm", "glauber.jobs.mlm_train"),
+  ],
+)
 def test_allow_pickle_reaches_the_model_loader(name, job, tmp_path, monkeypatch):
   from gmlm import nn as gm
 
   def load(*args, **kwargs):
     raise _Loaded(kwargs)
+
   monkeypatch.setattr(gm, "load", load)
   config = base_config(name, tmp_path)
-  assert config.allow_pickle is False   # no pickle is read without the opt-in
+  assert config.allow_pickle is False  # no pickle is read without the opt-in
   config.allow_pickle = True
   with pytest.raises(_Loaded) as info:
     importlib.import_module(job).run(config, str(tmp_path / "run"))

@@ -41,7 +41,7 @@ def imports_of(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
       base = node.module or ""
       if node.level:  # relative import
         anchor = name.split(".") if is_pkg else name.split(".")[:-1]
-        anchor = anchor[:len(anchor) - node.level + 1]
+        anchor = anchor[: len(anchor) - node.level + 1]
         base = ".".join(anchor + ([base] if base else []))
       targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
     else:
@@ -80,7 +80,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     stack.append(m)
     for t in edges[m]:
       if state.get(t) == 1:
-        found.append(stack[stack.index(t):] + [t])
+        found.append(stack[stack.index(t) :] + [t])
       elif t not in state:
         visit(t, stack)
     stack.pop()
@@ -98,18 +98,18 @@ def test_the_tree_keeps_its_floors_apart():
 
 def test_the_checker_finds_a_planted_violation_of_each_rule(tmp_path):
   files = {
-      "gmlm/__init__.py": "",
-      "gmlm/runs.py": "from glauber import chains\n",                 # floor 1 -> domain
-      "gmlm/a.py": "def f():\n  from gmlm import b\n",                # a -> b -> a
-      "gmlm/b.py": "from gmlm.a import f\n",
-      "glauber/__init__.py": "",
-      "glauber/chains.py": "import ising.model\n",                    # domain -> domain
-      "glauber/jobs/__init__.py": "",
-      "glauber/jobs/sample.py": "from gmlm import runs\n",
-      "glauber/jobs/coupling.py": "from glauber.jobs import sample\n",  # job -> job
-      "ising/__init__.py": "",
-      "ising/model.py": "import numpy\n",
-      "padir/__init__.py": "",
+    "gmlm/__init__.py": "",
+    "gmlm/runs.py": "from glauber import chains\n",  # floor 1 -> domain
+    "gmlm/a.py": "def f():\n  from gmlm import b\n",  # a -> b -> a
+    "gmlm/b.py": "from gmlm.a import f\n",
+    "glauber/__init__.py": "",
+    "glauber/chains.py": "import ising.model\n",  # domain -> domain
+    "glauber/jobs/__init__.py": "",
+    "glauber/jobs/sample.py": "from gmlm import runs\n",
+    "glauber/jobs/coupling.py": "from glauber.jobs import sample\n",  # job -> job
+    "ising/__init__.py": "",
+    "ising/model.py": "import numpy\n",
+    "padir/__init__.py": "",
   }
   for name, text in files.items():
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,21 @@ def install(python: str, wheels: pathlib.Path, target: pathlib.Path) -> None:
   files = sorted(str(w) for w in wheels.glob("*.whl"))
   if not files:
     raise SystemExit(f"no wheels in {wheels}")
-  subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                  "--target", str(target), *files], check=True)
+  subprocess.run(
+    [
+      python,
+      "-m",
+      "pip",
+      "install",
+      "--quiet",
+      "--no-index",
+      "--no-deps",
+      "--target",
+      str(target),
+      *files,
+    ],
+    check=True,
+  )
 
 
 def main() -> int:
@@ -69,16 +82,16 @@ def main() -> int:
   a = p.parse_args()
   with tempfile.TemporaryDirectory() as target:
     install(a.python, a.wheels, pathlib.Path(target))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([target, str(REPO)]),
-           "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([target, str(REPO)]), "JAX_PLATFORMS": "cpu"}
     env.pop("PYTHONHOME", None)
-    r = subprocess.run([a.python, "-c", CHILD, *PACKAGES], cwd=REPO, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+      [a.python, "-c", CHILD, *PACKAGES], cwd=REPO, env=env, capture_output=True, text=True
+    )
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:
       print(r.stderr[-3000:])
       return 1
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = json.loads(lines[-1][len("RESULT ") :])
     print(f"{result['modules']} modules imported, {len(result['failed'])} failed")
     for name, f in result["failed"].items():
       print(f"  FAILED {name}: {f['error']}")
@@ -87,8 +100,13 @@ def main() -> int:
       print(f"missing modules: {missing}")
     ok = not result["failed"]
     if a.collect:
-      c = subprocess.run([a.python, "-m", "pytest", "--collect-only", "-q", "-p",
-                          "no:cacheprovider"], cwd=REPO, env=env, capture_output=True, text=True)
+      c = subprocess.run(
+        [a.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+      )
       tail = c.stdout.strip().splitlines()[-1:] or c.stderr.strip().splitlines()[-1:]
       print(f"pytest --collect-only: exit {c.returncode}: {tail[0] if tail else ''}")
       if c.returncode:

@@ -30,6 +30,7 @@ def main() -> None:
   import torch
   from models_util import batch, tiny_torch_model, torch_logits
   from safetensors.numpy import load_file
+
   torch.set_num_threads(1)
   OUT.mkdir(parents=True, exist_ok=True)
   for arch in ARCHS:
@@ -42,11 +43,18 @@ def main() -> None:
     logits = torch_logits(model, tokens, mask).astype(np.float32)
     arrays = {f"w/{k}": np.asarray(v, np.float32) for k, v in tensors.items()}
     path = OUT / f"{arch}.npz"
-    np.savez_compressed(path, config_json=np.array(json.dumps(config)),
-                        tokens=tokens.astype(np.int32), mask=mask.astype(np.int32),
-                        logits=logits, **arrays)
-    print(f"{path.relative_to(REPO)}: {path.stat().st_size / 1e3:.0f} kB, {len(arrays)} tensors, "
-          f"logits {logits.shape}, max |logit| {np.abs(logits).max():.2f}")
+    np.savez_compressed(
+      path,
+      config_json=np.array(json.dumps(config)),
+      tokens=tokens.astype(np.int32),
+      mask=mask.astype(np.int32),
+      logits=logits,
+      **arrays,
+    )
+    print(
+      f"{path.relative_to(REPO)}: {path.stat().st_size / 1e3:.0f} kB, {len(arrays)} tensors, "
+      f"logits {logits.shape}, max |logit| {np.abs(logits).max():.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ import jax
 import numpy as np
 
 from glauber import chains, coupling, init_states
-from glauber.layout import Layout, max_sequence_length
 from glauber.jobs import finished
+from glauber.layout import Layout, max_sequence_length
 from glauber.oracle import load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.runs import RunDir, markdown_table
@@ -32,14 +32,15 @@ def validate(config) -> None:
     checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
   for key in ("text_x", "text_y"):
     text = checks.get(config, key)
-    checks.check(isinstance(text, str) and bool(text.strip()), key, text,
-                 "must be a non-empty passage")
+    checks.check(
+      isinstance(text, str) and bool(text.strip()), key, text, "must be a non-empty passage"
+    )
   checks.check_ints(config, "num_sites", lo=1)
   checks.check_floats(config, "temperatures", lo=0, inf_ok=True)
   checks.check_int(config, "num_pairs", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
-  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
+  checks.check_multiple(config, "num_steps", "record_every")  # was rounded down silently
   checks.check_int(config, "seed", lo=0)
 
 
@@ -52,11 +53,14 @@ def run(config, workdir: str) -> dict:
   rows = measure(config, model, tokenizer, rd)
   rd.savefig(figure(config, rows), "coupling_time.png")
   results = {"rows": [dict(zip(HEADER, r)) for r in rows]}
-  rd.write_report(f"# Maximal coupling times: {model_name(config.model)}\n\n"
-                  f"{config.num_pairs} pairs per cell, {config.num_steps} steps, passages "
-                  f"{config.text_x!r} vs {config.text_y!r}.\n\n" + markdown_table(HEADER, rows)
-                  + "\n![coupling time](coupling_time.png)\n")
-  rd.write_results(results)   # last: a run with results.json is finished
+  rd.write_report(
+    f"# Maximal coupling times: {model_name(config.model)}\n\n"
+    f"{config.num_pairs} pairs per cell, {config.num_steps} steps, passages "
+    f"{config.text_x!r} vs {config.text_y!r}.\n\n"
+    + markdown_table(HEADER, rows)
+    + "\n![coupling time](coupling_time.png)\n"
+  )
+  rd.write_results(results)  # last: a run with results.json is finished
   return results
 
 
@@ -64,9 +68,11 @@ def measure(config, model, tokenizer, rd: RunDir) -> list[list]:
   """One row per (n, T) cell: [n, T, fraction coupled, median coupling time (or "> budget"),
   final mean Hamming distance]."""
   from tqdm import tqdm
+
   vocab_size = model.config.vocab_size
-  candidates = chains.candidate_ids(tokenizer, vocab_size, exclude_pattern=config.exclude_pattern
-                                    or None)
+  candidates = chains.candidate_ids(
+    tokenizer, vocab_size, exclude_pattern=config.exclude_pattern or None
+  )
   max_length = max_sequence_length(model)
   num_records = config.num_steps // config.record_every
   cells = len(config.num_sites) * len(config.temperatures)
@@ -80,16 +86,31 @@ def measure(config, model, tokenizer, rd: RunDir) -> list[list]:
       bar.set_postfix(n=n, T=T)
       spec = chains.make_spec(candidates, vocab_size, lay, T)
       key, x_BL, y_BL, meet_B, distance_RB = jax.random.key(config.seed), x0_BL, y0_BL, None, None
-      for r in range(num_records):   # one record per call: the same draws as one long call
+      for r in range(num_records):  # one record per call: the same draws as one long call
         x_BL, y_BL, meet_B, distance_RB = coupling.run(
-            key, model, spec, x_BL, y_BL, 1, config.record_every,
-            start_step=r * config.record_every, meet_B=meet_B)
+          key,
+          model,
+          spec,
+          x_BL,
+          y_BL,
+          1,
+          config.record_every,
+          start_step=r * config.record_every,
+          meet_B=meet_B,
+        )
         bar.update(config.record_every)
       meet_B = np.asarray(meet_B)
       coupled = float(np.mean(meet_B >= 0))
       median = float(np.median(np.where(meet_B >= 0, meet_B, np.inf)))
-      rows.append([n, T, coupled, median if np.isfinite(median) else f"> {config.num_steps}",
-                   float(np.asarray(distance_RB)[-1].mean())])
+      rows.append(
+        [
+          n,
+          T,
+          coupled,
+          median if np.isfinite(median) else f"> {config.num_steps}",
+          float(np.asarray(distance_RB)[-1].mean()),
+        ]
+      )
       rd.log_metrics(0, {"n": n, "T": T, "coupled": coupled, "median_meet": str(median)})
   bar.close()
   return rows
@@ -98,8 +119,10 @@ def measure(config, model, tokenizer, rd: RunDir) -> list[list]:
 def figure(config, rows: list[list]):
   """Median coupling time against T (log axis, one tick per measured T), one line per n."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   median = {(r[0], r[1]): r[3] if not isinstance(r[3], str) else np.inf for r in rows}
   fig, ax = plt.subplots(figsize=(6, 3.5))
   for n in config.num_sites:
@@ -110,7 +133,9 @@ def figure(config, rows: list[list]):
   ax.set_xticks(config.temperatures, [f"{T:g}" for T in config.temperatures])
   ax.minorticks_off()
   ax.set(xlabel="temperature T", ylabel="median coupling time (steps)")
-  ax.set_title(f"Maximally coupled Glauber chains: {model_name(config.model)}, "
-               f"{config.num_pairs} pairs", fontsize=10)
+  ax.set_title(
+    f"Maximally coupled Glauber chains: {model_name(config.model)}, {config.num_pairs} pairs",
+    fontsize=10,
+  )
   ax.legend()
   return fig

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from glauber.mlm import english, evaluation
 from glauber.jobs import finished
+from glauber.mlm import english, evaluation
 from glauber.oracle import load_mlm, validate_model
 from gmlm import checks
 from gmlm.runs import RunDir, markdown_table
@@ -24,9 +24,15 @@ def validate(config) -> None:
   """Checks every key the job reads; loads nothing and writes nothing."""
   validate_model(config)
   sources = checks.get(config, "sources")
-  checks.check(isinstance(sources, (list, tuple)) and len(sources) > 0
-               and all(s in SOURCES for s in sources) and len(set(sources)) == len(sources),
-               "sources", sources, f"must be a non-empty list of distinct sources among {SOURCES}")
+  checks.check(
+    isinstance(sources, (list, tuple))
+    and len(sources) > 0
+    and all(s in SOURCES for s in sources)
+    and len(set(sources)) == len(sources),
+    "sources",
+    sources,
+    f"must be a non-empty list of distinct sources among {SOURCES}",
+  )
   checks.check_int(config, "max_sentences", lo=0)
   checks.check_int(config, "batch_size", lo=1)
   checks.check_int(config, "seed", lo=0)
@@ -43,19 +49,30 @@ def run(config, workdir: str) -> dict:
   rows = []
   for source in config.sources:
     docs = english.corpus("held_out", sources=(source,))
-    sents = [s for d in docs for s in d][:config.max_sentences or None]
-    r = evaluation.fill_mask(model, tokenizer, sents, seed=config.seed,
-                             batch_size=config.batch_size)
+    sents = [s for d in docs for s in d][: config.max_sentences or None]
+    r = evaluation.fill_mask(
+      model, tokenizer, sents, seed=config.seed, batch_size=config.batch_size
+    )
     results[source] = r
-    rows.append([source, r["count"], f"{100 * r['top1']:.1f}%", f"{100 * r['top5']:.1f}%",
-                 f"{r['mean_logp']:.2f}"])
+    rows.append(
+      [
+        source,
+        r["count"],
+        f"{100 * r['top1']:.1f}%",
+        f"{100 * r['top5']:.1f}%",
+        f"{r['mean_logp']:.2f}",
+      ]
+    )
   total = sum(results[s]["count"] for s in config.sources)
-  results["all"] = {key: sum(results[s][key] * results[s]["count"] for s in config.sources) / total
-                    for key in ("top1", "top5", "mean_logp")}
+  results["all"] = {
+    key: sum(results[s][key] * results[s]["count"] for s in config.sources) / total
+    for key in ("top1", "top5", "mean_logp")
+  }
   results["all"]["count"] = total
   a = results["all"]
-  rows.append(["all", total, f"{100 * a['top1']:.1f}%", f"{100 * a['top5']:.1f}%",
-               f"{a['mean_logp']:.2f}"])
+  rows.append(
+    ["all", total, f"{100 * a['top1']:.1f}%", f"{100 * a['top5']:.1f}%", f"{a['mean_logp']:.2f}"]
+  )
   results["seconds"] = time.time() - t0
   probe_rows = [[text, ", ".join(best)] for text, best in evaluation.probes(model, tokenizer)]
   rd.write_report(
@@ -63,8 +80,13 @@ def run(config, workdir: str) -> dict:
     "One random non-special token masked per sentence (last 10% of the offline Wikipedia pages "
     "and news articles; never trained on). Top-k over the candidate vocabulary.\n\n"
     + markdown_table(["source", "sentences", "top-1", "top-5", "mean log p"], rows)
-    + "\n\n## Probes\n\n" + markdown_table(["input", "top-3"], probe_rows) + "\n")
-  rd.write_results(results)   # last: a run with results.json is finished
-  print(f"held-out fill-mask top-1 {100 * a['top1']:.1f}%  top-5 {100 * a['top5']:.1f}%  "
-        f"mean log p {a['mean_logp']:.2f}  ({total} sentences)")
+    + "\n\n## Probes\n\n"
+    + markdown_table(["input", "top-3"], probe_rows)
+    + "\n"
+  )
+  rd.write_results(results)  # last: a run with results.json is finished
+  print(
+    f"held-out fill-mask top-1 {100 * a['top1']:.1f}%  top-5 {100 * a['top5']:.1f}%  "
+    f"mean log p {a['mean_logp']:.2f}  ({total} sentences)"
+  )
   return results

@@ -25,8 +25,8 @@ import jax
 import numpy as np
 
 from glauber import chains, init_states, recording, rejection_free
-from glauber.layout import Layout, max_sequence_length
 from glauber.jobs import finished
+from glauber.layout import Layout, max_sequence_length
 from glauber.oracle import load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.checks import UserError
@@ -43,8 +43,12 @@ def validate(config) -> None:
   """Checks every key the job reads; loads nothing and writes nothing."""
   validate_model(config)
   T = checks.get(config, "temperature")
-  checks.check(isinstance(T, (int, float)) and not isinstance(T, bool) and T >= 0, "temperature",
-               T, "the temperature must be >= 0 (0 = argmax, inf = uniform)")
+  checks.check(
+    isinstance(T, (int, float)) and not isinstance(T, bool) and T >= 0,
+    "temperature",
+    T,
+    "the temperature must be >= 0 (0 = argmax, inf = uniform)",
+  )
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
   for key in ("exclude_special", "pad_text", "record_logprobs"):
@@ -55,10 +59,18 @@ def validate(config) -> None:
   checks.check_int(config, "num_sites", lo=1)
   if checks.check_choice(config, "init", INITS) == "text":
     text = checks.get(config, "init_text")
-    ok = isinstance(text, str) and text.strip() or (
-        isinstance(text, (list, tuple)) and text and all(isinstance(t, str) for t in text))
-    checks.check(bool(ok), "init_text", text, "must be a text, texts separated by '|', a text "
-                 "file (one text per line) or a non-empty list of texts")
+    ok = (
+      isinstance(text, str)
+      and text.strip()
+      or (isinstance(text, (list, tuple)) and text and all(isinstance(t, str) for t in text))
+    )
+    checks.check(
+      bool(ok),
+      "init_text",
+      text,
+      "must be a text, texts separated by '|', a text "
+      "file (one text per line) or a non-empty list of texts",
+    )
     try:
       init_states.read_texts(text)
     except UserError as e:
@@ -66,16 +78,24 @@ def validate(config) -> None:
   checks.check_int(config, "num_chains", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
-  checks.check_multiple(config, "num_steps", "record_every")   # was rounded down silently
+  checks.check_multiple(config, "num_steps", "record_every")  # was rounded down silently
   checks.check_int(config, "chunk_records", lo=1)
   method = checks.check_choice(config, "method", chains.METHODS)
   k = checks.check_int(config, "block_size", lo=1, hi=config.num_sites)
-  checks.check(k == 1 or method in ("block", "sweep"), "block_size", k,
-               f"method={method!r} updates one site (glauber) or all sites (parallel) per step; "
-               "a block size k > 1 applies to 'block' and 'sweep' only")
+  checks.check(
+    k == 1 or method in ("block", "sweep"),
+    "block_size",
+    k,
+    f"method={method!r} updates one site (glauber) or all sites (parallel) per step; "
+    "a block size k > 1 applies to 'block' and 'sweep' only",
+  )
   mode = checks.check_choice(config, "mode", MODES)
-  checks.check(mode == "plain" or method == "glauber", "mode", mode,
-               f"applies to method='glauber' only (got {method!r}); use mode='plain'")
+  checks.check(
+    mode == "plain" or method == "glauber",
+    "mode",
+    mode,
+    f"applies to method='glauber' only (got {method!r}); use mode='plain'",
+  )
   checks.check_float(config, "auto_threshold", lo=0, hi=1)
   checks.check_int(config, "seed", lo=0)
 
@@ -91,11 +111,13 @@ def _check_pattern(config, key: str) -> None:
 
 def initial_tokens(config, tokenizer, lay: Layout, candidates) -> np.ndarray:
   if config.init == "text":
-    return init_states.from_text(tokenizer, lay, config.init_text, config.num_chains,
-                                 pad=config.pad_text)
+    return init_states.from_text(
+      tokenizer, lay, config.init_text, config.num_chains, pad=config.pad_text
+    )
   if config.init == "random":
-    return init_states.random_tokens(np.random.default_rng(config.seed), lay, candidates,
-                                     config.num_chains)
+    return init_states.random_tokens(
+      np.random.default_rng(config.seed), lay, candidates, config.num_chains
+    )
   return init_states.all_mask(lay, config.num_chains)
 
 
@@ -105,13 +127,19 @@ def run(config, workdir: str) -> dict:
     return stored
   model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   vocab_size = model.config.vocab_size
-  candidates = chains.candidate_ids(tokenizer, vocab_size, exclude_special=config.exclude_special,
-                                    exclude_pattern=config.exclude_pattern or None)
-  lay = Layout.from_tokenizer(tokenizer, config.num_sites, config.prefix,
-                              max_sequence_length(model))
+  candidates = chains.candidate_ids(
+    tokenizer,
+    vocab_size,
+    exclude_special=config.exclude_special,
+    exclude_pattern=config.exclude_pattern or None,
+  )
+  lay = Layout.from_tokenizer(
+    tokenizer, config.num_sites, config.prefix, max_sequence_length(model)
+  )
   x0_BL = initial_tokens(config, tokenizer, lay, candidates)
-  spec = chains.make_spec(candidates, vocab_size, lay, config.temperature, config.top_k,
-                          config.top_p)
+  spec = chains.make_spec(
+    candidates, vocab_size, lay, config.temperature, config.top_k, config.top_p
+  )
   rd = RunDir(workdir, config)
   results = sample(config, rd, model, spec, x0_BL)
   results["num_candidates"] = int(candidates.size)
@@ -122,30 +150,39 @@ def run(config, workdir: str) -> dict:
   steps_R = np.concatenate([[0], data["steps_R"]])
   free_RBN = np.concatenate([np.asarray(spec.free(x0_BL))[None], data["tokens_RBN"]])
   prefix = config.prefix + " " if config.prefix else ""
-  texts_RB = np.asarray([prefix + t for t in recording.decode(tokenizer, free_RBN)],
-                        object).reshape(free_RBN.shape[:2])
-  rd.write_text("samples.jsonl", "".join(
+  texts_RB = np.asarray(
+    [prefix + t for t in recording.decode(tokenizer, free_RBN)], object
+  ).reshape(free_RBN.shape[:2])
+  rd.write_text(
+    "samples.jsonl",
+    "".join(
       json.dumps({"chain": b, "step": int(steps_R[r]), "text": texts_RB[r, b]}) + "\n"
-      for b in range(texts_RB.shape[1]) for r in range(len(steps_R))))
+      for b in range(texts_RB.shape[1])
+      for r in range(len(steps_R))
+    ),
+  )
   results["fraction_of_sites_changed_between_records"] = (
-      float(np.mean(free_RBN[1:] != free_RBN[:-1])) if len(steps_R) > 1 else 0.0)
+    float(np.mean(free_RBN[1:] != free_RBN[:-1])) if len(steps_R) > 1 else 0.0
+  )
   if config.embedding_model:
     drift_RB = semantic_drift(config.embedding_model, texts_RB, config.allow_pickle)
     results["final_mean_drift"] = float(drift_RB[-1].mean())
     results["embedding_model"] = config.embedding_model
     rd.savefig(drift_figure(config, lay, steps_R, drift_RB), "drift.png")
   rd.write_report(report(config, results, steps_R, texts_RB))
-  rd.write_results(results)   # last: a run with results.json is finished
+  rd.write_results(results)  # last: a run with results.json is finished
   return results
 
 
 def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> dict:
   """Runs (or resumes) the chains chunk by chunk into rd's trajectory; the run's figures."""
   from tqdm import tqdm
+
   mode, median_stay = config.mode, None
-  if mode == "auto":   # costs n forward rows for each of up to 64 chains
-    mode, median_stay = rejection_free.choose_mode(model, spec, x0_BL,
-                                                   config.auto_threshold or None)
+  if mode == "auto":  # costs n forward rows for each of up to 64 chains
+    mode, median_stay = rejection_free.choose_mode(
+      model, spec, x0_BL, config.auto_threshold or None
+    )
   state = chains.init_state(x0_BL)
   traj, ckpt = recording.Trajectory(rd.path), recording.checkpoints(rd.path)
   done, state = recording.resume(ckpt, traj, state)
@@ -156,21 +193,43 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
   key, mesh = jax.random.key(config.seed), data_mesh(config.num_chains)
   t0, steps_run = time.time(), 0
   total = num_records * config.record_every
-  bar = tqdm(total=total, initial=min(total, done * per_chunk * config.record_every),
-             desc=f"Glauber chains ({mode})", unit="step")
-  pending = None   # the chunk whose records are on their way to the host
+  bar = tqdm(
+    total=total,
+    initial=min(total, done * per_chunk * config.record_every),
+    desc=f"Glauber chains ({mode})",
+    unit="step",
+  )
+  pending = None  # the chunk whose records are on their way to the host
   for chunk in range(done, num_chunks):
     R = min(per_chunk, num_records - chunk * per_chunk)
     if mode == "rejection_free":
-      state, rec = rejection_free.run(key, model, spec, state, R, config.record_every,
-                                      record_logprobs=config.record_logprobs, mesh=mesh)
-    else:   # dispatched, not finished; the chunk takes over the previous state's buffers
-      state, rec = chains.run(key, model, spec, state, R, config.record_every,
-                              method=config.method, k=config.block_size,
-                              record_logprobs=config.record_logprobs, mesh=mesh, donate=True)
+      state, rec = rejection_free.run(
+        key,
+        model,
+        spec,
+        state,
+        R,
+        config.record_every,
+        record_logprobs=config.record_logprobs,
+        mesh=mesh,
+      )
+    else:  # dispatched, not finished; the chunk takes over the previous state's buffers
+      state, rec = chains.run(
+        key,
+        model,
+        spec,
+        state,
+        R,
+        config.record_every,
+        method=config.method,
+        k=config.block_size,
+        record_logprobs=config.record_logprobs,
+        mesh=mesh,
+        donate=True,
+      )
     for x in jax.tree.leaves((rec.tokens_RBN, rec.logp_RBN, state)):
-      x.copy_to_host_async()   # one transfer per chunk, started as soon as the chunk ends
-    if pending is not None:    # written while this chunk runs
+      x.copy_to_host_async()  # one transfer per chunk, started as soon as the chunk ends
+    if pending is not None:  # written while this chunk runs
       _write_chunk(rd, traj, ckpt, *pending)
     steps_R = (chunk * per_chunk + 1 + np.arange(R)) * config.record_every
     # On the host before the next chunk takes over the state's buffers (waits for this chunk).
@@ -182,15 +241,25 @@ def sample(config, rd: RunDir, model, spec: chains.Spec, x0_BL: np.ndarray) -> d
   bar.close()
   ckpt.close()
   seconds = time.time() - t0
-  return {"mode": mode, "median_stay_probability_at_start": median_stay,
-          "num_chains": config.num_chains, "num_steps": num_records * config.record_every,
-          "simulated_steps_per_second": (config.num_chains * steps_run / seconds
-                                         if steps_run else None),
-          "kernel_iterations": int(state.t)}
+  return {
+    "mode": mode,
+    "median_stay_probability_at_start": median_stay,
+    "num_chains": config.num_chains,
+    "num_steps": num_records * config.record_every,
+    "simulated_steps_per_second": (config.num_chains * steps_run / seconds if steps_run else None),
+    "kernel_iterations": int(state.t),
+  }
 
 
-def _write_chunk(rd: RunDir, traj: recording.Trajectory, ckpt, chunk: int, steps_R: np.ndarray,
-                 rec: chains.Records, state: chains.ChainState) -> None:
+def _write_chunk(
+  rd: RunDir,
+  traj: recording.Trajectory,
+  ckpt,
+  chunk: int,
+  steps_R: np.ndarray,
+  rec: chains.Records,
+  state: chains.ChainState,
+) -> None:
   """The chunk's records, its metrics line, then the checkpoint of the state after it: a kill
   anywhere resumes from a checkpoint whose chunks and metrics lines are all on disk (those
   written past it are dropped and redone)."""
@@ -199,30 +268,37 @@ def _write_chunk(rd: RunDir, traj: recording.Trajectory, ckpt, chunk: int, steps
   recording.save(ckpt, chunk + 1, state)
 
 
-def semantic_drift(embedding_model: str, texts_RB: np.ndarray,
-                   allow_pickle: bool = False) -> np.ndarray:
+def semantic_drift(
+  embedding_model: str, texts_RB: np.ndarray, allow_pickle: bool = False
+) -> np.ndarray:
   """drift_RB = 1 - cos(E(x_r), E(x_0)) of each chain's texts, E the model's unit-norm
   sentence embedding (`gmlm.nn.embed`)."""
   from gmlm import nn as gm
+
   emb_model, emb_tok = gm.load(embedding_model, allow_pickle=allow_pickle)
   flat = list(texts_RB.reshape(-1))
-  e_XD = np.concatenate([np.asarray(gm.embed(emb_model, emb_tok, flat[i:i + 256]))
-                         for i in range(0, len(flat), 256)])
+  e_XD = np.concatenate(
+    [np.asarray(gm.embed(emb_model, emb_tok, flat[i : i + 256])) for i in range(0, len(flat), 256)]
+  )
   e_RBD = e_XD.reshape(*texts_RB.shape, -1)
   return 1.0 - np.einsum("rbd,bd->rb", e_RBD, e_RBD[0])
 
 
 def drift_figure(config, lay: Layout, steps_R, drift_RB):
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(6, 3.5))
   ax.plot(steps_R, drift_RB, color="tab:blue", alpha=0.15, lw=0.8)
   ax.plot(steps_R, drift_RB.mean(1), color="k", lw=2, label="mean over chains")
   ax.set_xlabel("Glauber step t")
   ax.set_ylabel("1 - cos(E(x_t), E(x_0))")
-  ax.set_title(f"Semantic drift, T = {config.temperature}, n = {lay.num_sites}\n"
-               f"E: {config.embedding_model}", fontsize=10)
+  ax.set_title(
+    f"Semantic drift, T = {config.temperature}, n = {lay.num_sites}\nE: {config.embedding_model}",
+    fontsize=10,
+  )
   ax.legend()
   return fig
 
@@ -231,25 +307,34 @@ def report(config, results: dict, steps_R, texts_RB) -> str:
   shown = sorted(set(np.linspace(0, len(steps_R) - 1, min(6, len(steps_R))).astype(int)))
   stay = results["median_stay_probability_at_start"]
   stay = "not measured" if stay is None else f"{stay:.4g}"
-  out = [f"# Glauber chains: {model_name(config.model)}\n",
-         f"T = {config.temperature}, n = {config.num_sites} free sites after the frozen prefix "
-         f"{config.prefix!r}, {config.num_chains} chains x {results['num_steps']} steps, method "
-         f"{config.method}, mode **{results['mode']}** (median stay probability at the start: "
-         f"{stay}). Sample texts show the prefix in front of the free sites.\n"]
+  out = [
+    f"# Glauber chains: {model_name(config.model)}\n",
+    f"T = {config.temperature}, n = {config.num_sites} free sites after the frozen prefix "
+    f"{config.prefix!r}, {config.num_chains} chains x {results['num_steps']} steps, method "
+    f"{config.method}, mode **{results['mode']}** (median stay probability at the start: "
+    f"{stay}). Sample texts show the prefix in front of the free sites.\n",
+  ]
   for i, cut in enumerate(results.get("init_texts", [])):
     if cut["tokens_cut"]:
-      out.append(f"Starting text {i} is longer than n = {config.num_sites} tokens: "
-                 f"{cut['tokens_cut']} tokens were cut; the chains start from "
-                 f"{cut['kept']!r}.\n")
+      out.append(
+        f"Starting text {i} is longer than n = {config.num_sites} tokens: "
+        f"{cut['tokens_cut']} tokens were cut; the chains start from "
+        f"{cut['kept']!r}.\n"
+      )
   if "final_mean_drift" in results:
-    out.append(f"Semantic drift 1 - cos(E(x_t), E(x_0)) with E = the mean-pooled, unit-norm "
-               f"sentence embedding of `{config.embedding_model}` (prefix included).\n")
+    out.append(
+      f"Semantic drift 1 - cos(E(x_t), E(x_0)) with E = the mean-pooled, unit-norm "
+      f"sentence embedding of `{config.embedding_model}` (prefix included).\n"
+    )
   rows = [[k, v] for k, v in sorted(results.items()) if k != "init_texts"]
   out.append(markdown_table(["figure", "value"], rows))
   for b in range(min(3, texts_RB.shape[1])):
     out.append(f"\n## Chain {b}\n")
-    out.append(markdown_table(["step", "text"], [[int(steps_R[r]), texts_RB[r, b].replace(
-        "|", "\\|")] for r in shown]))
+    out.append(
+      markdown_table(
+        ["step", "text"], [[int(steps_R[r]), texts_RB[r, b].replace("|", "\\|")] for r in shown]
+      )
+    )
   if "final_mean_drift" in results:
     out.append("\n![semantic drift](drift.png)\n")
   return "\n".join(out)

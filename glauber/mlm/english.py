@@ -32,6 +32,7 @@ def data_dir() -> pathlib.Path:
   root = pathlib.Path(__file__).resolve().parent.parent
   candidates += [pathlib.Path(".whl/gensim/test/test_data"), root / ".whl/gensim/test/test_data"]
   import importlib.util
+
   spec = importlib.util.find_spec("gensim")
   if spec is not None and spec.submodule_search_locations:
     candidates.append(pathlib.Path(list(spec.submodule_search_locations)[0]) / "test/test_data")
@@ -42,13 +43,15 @@ def data_dir() -> pathlib.Path:
     f"The offline English text ({WIKI_FILE}, {NEWS_FILE}) was not found in "
     f"{[str(c) for c in candidates]}. Install it with "
     "`pip install --no-deps --target .whl gensim==4.3.3` (only its data files are read), "
-    "or point GLAUBER_GENSIM_DATA at a directory holding them.")
+    "or point GLAUBER_GENSIM_DATA at a directory holding them."
+  )
 
 
 def _drop_nested(text: str, open_: str, close: str) -> str:
   """Removes balanced open_ ... close spans (innermost first, so nesting is handled)."""
-  pattern = re.compile(re.escape(open_) + r"(?:(?!" + re.escape(open_) + r").)*?"
-                       + re.escape(close), re.S)
+  pattern = re.compile(
+    re.escape(open_) + r"(?:(?!" + re.escape(open_) + r").)*?" + re.escape(close), re.S
+  )
   while True:
     text, n = pattern.subn("", text)
     if not n:
@@ -61,18 +64,24 @@ def strip_wiki(text: str) -> str:
   text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
   text = re.sub(r"<ref[^>/]*/>", "", text)
   text = re.sub(r"<ref[^>]*>.*?</ref>", "", text, flags=re.S)
-  text = re.sub(r"<(math|gallery|timeline|table|code|source|pre)[^>]*>.*?</\1>", "", text, flags=re.S)
+  text = re.sub(
+    r"<(math|gallery|timeline|table|code|source|pre)[^>]*>.*?</\1>", "", text, flags=re.S
+  )
   text = _drop_nested(text, "{{", "}}")
   text = _drop_nested(text, "{|", "|}")
   # files, images, categories and interlanguage links, which may contain nested [[...]]
   while True:
-    new = re.sub(r"\[\[(?:File|Image|Category|[a-z\-]{2,12}):(?:[^\[\]]|\[\[[^\[\]]*\]\])*\]\]",
-                 "", text, flags=re.I)
+    new = re.sub(
+      r"\[\[(?:File|Image|Category|[a-z\-]{2,12}):(?:[^\[\]]|\[\[[^\[\]]*\]\])*\]\]",
+      "",
+      text,
+      flags=re.I,
+    )
     if new == text:
       break
     text = new
-  text = re.sub(r"\[\[(?:[^\[\]|]*\|)?([^\[\]|]*)\]\]", r"\1", text)   # [[target|label]] -> label
-  text = re.sub(r"\[(?:https?|ftp)://\S+\s([^\]]*)\]", r"\1", text)    # [url label] -> label
+  text = re.sub(r"\[\[(?:[^\[\]|]*\|)?([^\[\]|]*)\]\]", r"\1", text)  # [[target|label]] -> label
+  text = re.sub(r"\[(?:https?|ftp)://\S+\s([^\]]*)\]", r"\1", text)  # [url label] -> label
   text = re.sub(r"\[(?:https?|ftp)://\S+\]", "", text)
   text = re.sub(r"'{2,}", "", text)
   text = re.sub(r"<[^>]+>", "", text)
@@ -126,15 +135,19 @@ def documents(directory: str | os.PathLike | None = None) -> dict[str, list[str]
   return {"wiki": wiki_pages(d / WIKI_FILE), "news": news}
 
 
-def split_documents(docs: list[str], held_out_fraction: float = HELD_OUT_FRACTION
-                    ) -> tuple[list[str], list[str]]:
+def split_documents(
+  docs: list[str], held_out_fraction: float = HELD_OUT_FRACTION
+) -> tuple[list[str], list[str]]:
   """(train, held_out): the last ceil(fraction * n) documents are held out."""
   n_held = max(1, -(-int(round(len(docs) * held_out_fraction * 1000)) // 1000))
   return docs[:-n_held], docs[-n_held:]
 
 
-def corpus(split: str, directory: str | os.PathLike | None = None,
-           sources: tuple[str, ...] = ("wiki", "news")) -> list[list[str]]:
+def corpus(
+  split: str,
+  directory: str | os.PathLike | None = None,
+  sources: tuple[str, ...] = ("wiki", "news"),
+) -> list[list[str]]:
   """Documents of the split ("train" or "held_out"), each a list of sentences.
 
   A few sentences occur verbatim in both a training and a held-out document (Wikipedia repeats

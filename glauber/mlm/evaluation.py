@@ -15,21 +15,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gmlm import nn as gm
 from glauber import chains
+from gmlm import nn as gm
 
-PROBES = ["The [MASK] is shining and the sky is blue.",
-          "He went to the [MASK] to buy some bread.",
-          "Paris is the capital of [MASK].",
-          "The war ended in 1945 when the [MASK] surrendered.",
-          "She plays the [MASK] in an orchestra."]
+PROBES = [
+  "The [MASK] is shining and the sky is blue.",
+  "He went to the [MASK] to buy some bread.",
+  "Paris is the capital of [MASK].",
+  "The war ended in 1945 when the [MASK] surrendered.",
+  "She plays the [MASK] in an orchestra.",
+]
 
 
-def masked_examples(tokenizer, sentences: list[str], max_len: int, seed: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def masked_examples(
+  tokenizer, sentences: list[str], max_len: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
   """(tokens_BL with one [MASK] each, attention_BL, position_B, target_B)."""
-  enc = tokenizer(sentences, truncation=True, max_length=max_len, padding="longest",
-                  return_tensors="np")
+  enc = tokenizer(
+    sentences, truncation=True, max_length=max_len, padding="longest", return_tensors="np"
+  )
   tokens, attn = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
   special = np.isin(tokens, np.asarray(tokenizer.all_special_ids))
   ok = attn.astype(bool) & ~special
@@ -50,8 +54,9 @@ def _score(model, tokens_BL, attn_BL, positions_B, targets_B, candidates_C):
   return logp_B, top5_B5
 
 
-def fill_mask(model, tokenizer, sentences: list[str], *, seed: int = 0, batch_size: int = 64,
-              max_len: int = 128) -> dict[str, float]:
+def fill_mask(
+  model, tokenizer, sentences: list[str], *, seed: int = 0, batch_size: int = 64, max_len: int = 128
+) -> dict[str, float]:
   """top1, top5 (candidate vocabulary), mean_logp and count over one mask per sentence."""
   if not sentences:
     raise ValueError("fill_mask needs at least one sentence")
@@ -60,7 +65,7 @@ def fill_mask(model, tokenizer, sentences: list[str], *, seed: int = 0, batch_si
   top1 = top5 = 0
   logps = []
   for i in range(0, len(order), batch_size):
-    batch = [sentences[j] for j in order[i:i + batch_size]]
+    batch = [sentences[j] for j in order[i : i + batch_size]]
     seed_i = seed * 1_000_003 + i
     tokens, attn, pos, tgt = masked_examples(tokenizer, batch, max_len, seed_i)
     pad = batch_size - len(batch)  # fixed shapes: pad the batch, drop the padding's scores
@@ -76,8 +81,12 @@ def fill_mask(model, tokenizer, sentences: list[str], *, seed: int = 0, batch_si
     top1 += int((top5_B5[:n, 0] == tgt[:n]).sum())
     top5 += int((top5_B5[:n] == tgt[:n, None]).any(1).sum())
   count = len(sentences)
-  return {"top1": top1 / count, "top5": top5 / count,
-          "mean_logp": float(np.concatenate(logps).mean()), "count": count}
+  return {
+    "top1": top1 / count,
+    "top5": top5 / count,
+    "mean_logp": float(np.concatenate(logps).mean()),
+    "count": count,
+  }
 
 
 def probes(model, tokenizer, texts=PROBES, k: int = 3) -> list[tuple[str, list[str]]]:

@@ -51,6 +51,7 @@ def training_texts(config, tokenizer) -> tuple[list[str], list[str]]:
   """(train, eval) texts: lines of config.data.path, or the offline English corpus."""
   if config.data.path == "english":
     from glauber.mlm import english
+
     docs = english.corpus("train")
     n_eval = max(1, int(len(docs) * config.data.eval_fraction))  # validation docs, not held-out
     rng = np.random.default_rng(1234)
@@ -60,17 +61,20 @@ def training_texts(config, tokenizer) -> tuple[list[str], list[str]]:
     return pack_sentences(tokenizer, train_docs, config.seq_len), eval_lines
   lines = read_lines(config.data.path, config.data.min_chars)
   if config.data.max_lines:
-    lines = lines[:config.data.max_lines]
+    lines = lines[: config.data.max_lines]
   n_eval = max(int(len(lines) * config.data.eval_fraction), config.batch_size)
   if len(lines) < n_eval + config.batch_size:
-    raise ValueError(f"{config.data.path} has {len(lines)} usable lines; need at least "
-                     f"{n_eval + config.batch_size} for batch_size={config.batch_size}.")
+    raise ValueError(
+      f"{config.data.path} has {len(lines)} usable lines; need at least "
+      f"{n_eval + config.batch_size} for batch_size={config.batch_size}."
+    )
   return lines[:-n_eval], lines[-n_eval:]
 
 
 def tokenize(tokenizer, lines: list[str], seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-  enc = tokenizer(lines, truncation=True, max_length=seq_len, padding="max_length",
-                  return_tensors="np")
+  enc = tokenizer(
+    lines, truncation=True, max_length=seq_len, padding="max_length", return_tensors="np"
+  )
   return enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
 
 
@@ -94,11 +98,19 @@ def mask_tokens(tokens_BL: Array, positions_BK: Array, valid_BK: Array, mask_id:
   return tokens_BL.at[rows_BK, positions_BK].set(new_BK)
 
 
-def kpl_loss(model, tokens_BL: Array, attention_mask_BL: Array, key: Array, k: int,
-             mask_id: int, special_ids: Array) -> tuple[Array, dict[str, Array]]:
+def kpl_loss(
+  model,
+  tokens_BL: Array,
+  attention_mask_BL: Array,
+  key: Array,
+  k: int,
+  mask_id: int,
+  special_ids: Array,
+) -> tuple[Array, dict[str, Array]]:
   """Mean over masked tokens of -log p(x_i | x_{-S}); also top-1 accuracy."""
   positions_BK, valid_BK = choose_positions(
-    key, maskable(tokens_BL, attention_mask_BL, special_ids), k)
+    key, maskable(tokens_BL, attention_mask_BL, special_ids), k
+  )
   masked_BL = mask_tokens(tokens_BL, positions_BK, valid_BK, mask_id)
   logits_BKV = gm.masked_logits(model, masked_BL, positions_BK, attention_mask_BL)
   targets_BK = jnp.take_along_axis(tokens_BL, positions_BK, axis=1)
@@ -113,8 +125,10 @@ def load_for_training(config) -> tuple[bert.Bert, Any]:
   dtype = jnp.dtype(config.dtype)
   model, tokenizer = gm.load(config.model, dtype=dtype, allow_pickle=config.allow_pickle)
   if not isinstance(model, bert.Bert):
-    raise ValueError(f"config.model={config.model!r} is a {type(model).__name__}; MLM "
-                     "fine-tuning supports BERT/RoBERTa checkpoints.")
+    raise ValueError(
+      f"config.model={config.model!r} is a {type(model).__name__}; MLM "
+      "fine-tuning supports BERT/RoBERTa checkpoints."
+    )
   if model.head is None:
     model = bert.with_new_head(model, config.seed)
   if config.get("lora_rank", 0):
@@ -133,25 +147,45 @@ def trainable(config):
     if isinstance(value, bert.LoRA):
       return True
     name = str(path[-1])
-    return isinstance(value, nnx.Param) and (
-      "head" in path or "bias" in name or "norm" in name) and name != "word_VD"
+    return (
+      isinstance(value, nnx.Param)
+      and ("head" in path or "bias" in name or "norm" in name)
+      and name != "word_VD"
+    )
+
   return lora_filter
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
   schedule = optax.warmup_cosine_decay_schedule(
-    0.0, config.learning_rate, config.warmup_steps, max(config.num_steps, config.warmup_steps + 1),
-    end_value=config.learning_rate * 0.1)
-  return optax.chain(optax.clip_by_global_norm(config.grad_clip),
-                     optax.adamw(schedule, weight_decay=config.weight_decay))
+    0.0,
+    config.learning_rate,
+    config.warmup_steps,
+    max(config.num_steps, config.warmup_steps + 1),
+    end_value=config.learning_rate * 0.1,
+  )
+  return optax.chain(
+    optax.clip_by_global_norm(config.grad_clip),
+    optax.adamw(schedule, weight_decay=config.weight_decay),
+  )
 
 
 @nnx.jit(static_argnums=(5, 6, 8))
-def train_step(model, optimizer: nnx.Optimizer, tokens_BL: Array, attention_mask_BL: Array,
-               key: Array, k: int, mask_id: int, special_ids: Array, wrt=nnx.Param):
+def train_step(
+  model,
+  optimizer: nnx.Optimizer,
+  tokens_BL: Array,
+  attention_mask_BL: Array,
+  key: Array,
+  k: int,
+  mask_id: int,
+  special_ids: Array,
+  wrt=nnx.Param,
+):
   """One AdamW step on the k-PL loss (gradients only for `wrt`); updates in place."""
   (loss, aux), grads = nnx.value_and_grad(kpl_loss, has_aux=True, argnums=nnx.DiffState(0, wrt))(
-    model, tokens_BL, attention_mask_BL, key, k, mask_id, special_ids)
+    model, tokens_BL, attention_mask_BL, key, k, mask_id, special_ids
+  )
   optimizer.update(model, grads)
   return loss, aux
 
@@ -159,13 +193,28 @@ def train_step(model, optimizer: nnx.Optimizer, tokens_BL: Array, attention_mask
 _eval_step = nnx.jit(kpl_loss, static_argnums=(4, 5))
 
 
-def evaluate(model, tokens: np.ndarray, mask: np.ndarray, key: Array, k: int, mask_id: int,
-             special_ids: Array, batch_size: int) -> dict[str, float]:
+def evaluate(
+  model,
+  tokens: np.ndarray,
+  mask: np.ndarray,
+  key: Array,
+  k: int,
+  mask_id: int,
+  special_ids: Array,
+  batch_size: int,
+) -> dict[str, float]:
   """Held-out k-PL loss and accuracy (fixed key, so runs compare on the same masks)."""
   losses, accs, counts = [], [], []
   for i in range(0, len(tokens) - batch_size + 1, batch_size):
-    loss, aux = _eval_step(model, tokens[i:i + batch_size], mask[i:i + batch_size],
-                     jax.random.fold_in(key, i), k, mask_id, special_ids)
+    loss, aux = _eval_step(
+      model,
+      tokens[i : i + batch_size],
+      mask[i : i + batch_size],
+      jax.random.fold_in(key, i),
+      k,
+      mask_id,
+      special_ids,
+    )
     losses.append(float(loss) * float(aux["masked"]))
     accs.append(float(aux["accuracy"]) * float(aux["masked"]))
     counts.append(float(aux["masked"]))

@@ -44,8 +44,10 @@ def _two_level_draw(p_RV: jax.Array, u_R: jax.Array) -> jax.Array:
   blk_R = jnp.sum(cdf_RN <= target_R[:, None], axis=-1)
   last_blk_R = nb - 1 - jnp.argmax(jnp.flip(mass_RN > 0, axis=-1), axis=-1)
   blk_R = jnp.minimum(blk_R, last_blk_R)
-  below_R = jnp.take_along_axis(cdf_RN, blk_R[:, None], axis=-1)[:, 0] - \
-      jnp.take_along_axis(mass_RN, blk_R[:, None], axis=-1)[:, 0]
+  below_R = (
+    jnp.take_along_axis(cdf_RN, blk_R[:, None], axis=-1)[:, 0]
+    - jnp.take_along_axis(mass_RN, blk_R[:, None], axis=-1)[:, 0]
+  )
   inner_Rb = jnp.take_along_axis(p_RNb, blk_R[:, None, None], axis=1)[:, 0]
   mass_R = inner_Rb.sum(-1)
   u_in_R = jnp.clip((target_R - below_R) / jnp.where(mass_R > 0, mass_R, 1.0), 0.0, 1.0)
@@ -76,16 +78,22 @@ def categorical_from_uniform(u_BX: jax.Array, logits_BXV: jax.Array) -> jax.Arra
   return draw(p_RV, u_BX.reshape(-1)).astype(jnp.int32).reshape(batch_shape)
 
 
-def draw_joint(key: jax.Array, x_BN: jax.Array, sites_BK: jax.Array, logits_BC: jax.Array,
-               configs_CK: jax.Array) -> jax.Array:
+def draw_joint(
+  key: jax.Array, x_BN: jax.Array, sites_BK: jax.Array, logits_BC: jax.Array, configs_CK: jax.Array
+) -> jax.Array:
   """Gibbs block update: one draw from the joint conditional over the C configurations of
   the block (configs_CK[c] are the k values written at sites_BK)."""
   c_B = categorical(key, logits_BC)
   return write_block(x_BN, sites_BK, configs_CK[c_B])
 
 
-def draw_product(key: jax.Array, x_BN: jax.Array, sites_BK: jax.Array, logits_BKV: jax.Array,
-                 values_V: jax.Array | None = None) -> jax.Array:
+def draw_product(
+  key: jax.Array,
+  x_BN: jax.Array,
+  sites_BK: jax.Array,
+  logits_BKV: jax.Array,
+  values_V: jax.Array | None = None,
+) -> jax.Array:
   """Product update: each block site drawn independently from its own conditional given
   the current state (values_V maps the drawn index to the value written; None = identity)."""
   idx_BK = categorical(key, logits_BKV)
@@ -114,7 +122,7 @@ def temper(s_XC: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1
   if top_p < 1.0:
     sorted_XC = -jnp.sort(-z_XC, axis=-1)
     p_sorted_XC = jax.nn.softmax(sorted_XC, axis=-1)
-    before_XC = jnp.cumsum(p_sorted_XC, axis=-1) - p_sorted_XC   # mass strictly above
+    before_XC = jnp.cumsum(p_sorted_XC, axis=-1) - p_sorted_XC  # mass strictly above
     kept_XC = before_XC < top_p
     floor_X1 = jnp.min(jnp.where(kept_XC, sorted_XC, jnp.inf), axis=-1, keepdims=True)
     z_XC = jnp.where(z_XC >= floor_X1, z_XC, -jnp.inf)

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 MESH_AXES = ("data", "model")
 
@@ -29,12 +30,14 @@ def make_mesh(data: int = -1, model: int = 1, devices: Sequence[Any] | None = No
       raise ValueError(f"{len(devices)} devices do not split into model={model} groups")
     data = len(devices) // model
   if data * model != len(devices):
-    raise ValueError(f"mesh data={data} x model={model} needs {data * model} devices, "
-                     f"found {len(devices)}")
+    raise ValueError(
+      f"mesh data={data} x model={model} needs {data * model} devices, found {len(devices)}"
+    )
   # Auto axes: shardings are constraints that XLA's partitioner propagates through the model
   # (explicit axes would make every op that mixes shardings say how to shard its output).
-  return jax.make_mesh((data, model), MESH_AXES, devices=devices,
-                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+  return jax.make_mesh(
+    (data, model), MESH_AXES, devices=devices, axis_types=(jax.sharding.AxisType.Auto,) * 2
+  )
 
 
 def data_mesh(num_chains: int) -> Mesh | None:
@@ -70,13 +73,23 @@ def initialize_distributed(mode: str = "auto") -> bool:
   if mode not in ("auto", "on", "off"):
     raise ValueError(f"distributed must be 'auto', 'on' or 'off', got {mode!r}")
   env = os.environ
-  several = ("JAX_COORDINATOR_ADDRESS" in env or int(env.get("SLURM_NTASKS", "1")) > 1
-             or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1)
+  several = (
+    "JAX_COORDINATOR_ADDRESS" in env
+    or int(env.get("SLURM_NTASKS", "1")) > 1
+    or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
+  )
   if (mode == "on" or (mode == "auto" and several)) and not jax.distributed.is_initialized():
     # jax 0.10 reads JAX_COORDINATOR_ADDRESS itself but not the process count and id.
     count, index = env.get("JAX_NUM_PROCESSES"), env.get("JAX_PROCESS_ID")
-    jax.distributed.initialize(num_processes=None if count is None else int(count),
-                               process_id=None if index is None else int(index))
-    logging.info("process %d of %d, %d local of %d devices", jax.process_index(),
-                 jax.process_count(), jax.local_device_count(), jax.device_count())
+    jax.distributed.initialize(
+      num_processes=None if count is None else int(count),
+      process_id=None if index is None else int(index),
+    )
+    logging.info(
+      "process %d of %d, %d local of %d devices",
+      jax.process_index(),
+      jax.process_count(),
+      jax.local_device_count(),
+      jax.device_count(),
+    )
   return jax.process_count() > 1

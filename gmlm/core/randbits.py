@@ -15,12 +15,17 @@ import jax
 import jax.numpy as jnp
 
 # Index draws below use 32-bit integer arithmetic (multiply-shift on 16-bit halves).
-MAX_WORD_INDEX_RANGE = 2 ** 16
+MAX_WORD_INDEX_RANGE = 2**16
+
 
 def _threefry_key_data(key: jax.Array) -> jax.Array | None:
   if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
     return jax.random.key_data(key) if str(jax.random.key_impl(key)) == "threefry2x32" else None
-  if key.dtype == jnp.uint32 and key.shape == (2,) and jax.config.jax_default_prng_impl == "threefry2x32":
+  if (
+    key.dtype == jnp.uint32
+    and key.shape == (2,)
+    and jax.config.jax_default_prng_impl == "threefry2x32"
+  ):
     return key  # legacy raw threefry key
   return None
 
@@ -35,6 +40,7 @@ def threefry2x32(k0: jax.Array, k1: jax.Array, x0: jax.Array, x1: jax.Array):
   JAX's own CPU lowering rolls the rounds into a while loop, which was ~8x slower per hash
   here. The bits equal jax.extend.random.threefry_2x32's (tested).
   """
+
   def rotl(x, r):
     return (x << jnp.uint32(r)) | (x >> jnp.uint32(32 - r))
 
@@ -85,11 +91,11 @@ def distinct_indices_from_words(w_BK: jax.Array, n: int) -> jax.Array:
   sites = []
   for j in range(k):
     r_B = index_from_words(w_BK[..., j], n - j)
-    for s_B in taken:          # skip the taken sites, smallest first
+    for s_B in taken:  # skip the taken sites, smallest first
       r_B = r_B + (r_B >= s_B).astype(jnp.int32)
     sites.append(r_B)
     carry_B, merged = r_B, []
-    for s_B in taken:          # insert r_B into the sorted list
+    for s_B in taken:  # insert r_B into the sorted list
       merged.append(jnp.minimum(s_B, carry_B))
       carry_B = jnp.maximum(s_B, carry_B)
     taken = merged + [carry_B]

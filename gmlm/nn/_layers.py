@@ -72,8 +72,9 @@ def mask_bias(keep_BLS: Array) -> Array:
   return jnp.where(keep_BLS, 0.0, jnp.finfo(jnp.float32).min).astype(jnp.float32)
 
 
-def attention(q_BLNH: Array, k_BSMH: Array, v_BSMH: Array, keep_BLS: Array,
-              scale: float | None = None) -> Array:
+def attention(
+  q_BLNH: Array, k_BSMH: Array, v_BSMH: Array, keep_BLS: Array, scale: float | None = None
+) -> Array:
   """Softmax attention; query heads share key/value heads in groups of G = N / M (GQA).
 
   keep_BLS: which key positions each query may attend to (broadcastable to [B, L, S]).
@@ -82,8 +83,9 @@ def attention(q_BLNH: Array, k_BSMH: Array, v_BSMH: Array, keep_BLS: Array,
   M = k_BSMH.shape[2]
   q_BLMGH = q_BLNH.reshape(B, L, M, N // M, H)
   scale = 1.0 / math.sqrt(H) if scale is None else scale
-  s_BMGLS = jnp.einsum("BLMGH,BSMH->BMGLS", q_BLMGH, k_BSMH,
-                       preferred_element_type=jnp.float32) * scale
+  s_BMGLS = (
+    jnp.einsum("BLMGH,BSMH->BMGLS", q_BLMGH, k_BSMH, preferred_element_type=jnp.float32) * scale
+  )
   s_BMGLS = s_BMGLS + mask_bias(keep_BLS)[:, None, None, :, :]
   p_BMGLS = jax.nn.softmax(s_BMGLS, axis=-1).astype(v_BSMH.dtype)
   o_BLMGH = jnp.einsum("BMGLS,BSMH->BLMGH", p_BMGLS, v_BSMH)
@@ -117,7 +119,7 @@ def rope(x_BLNH: Array, positions_BL: Array, theta: float) -> Array:
   angle_BLh = positions_BL.astype(jnp.float32)[..., None] * inv_freq
   cos_BL1h, sin_BL1h = jnp.cos(angle_BLh)[:, :, None, :], jnp.sin(angle_BLh)[:, :, None, :]
   x = x_BLNH.astype(jnp.float32)
-  x1, x2 = x[..., : H // 2], x[..., H // 2:]
+  x1, x2 = x[..., : H // 2], x[..., H // 2 :]
   y = jnp.concatenate([x1 * cos_BL1h - x2 * sin_BL1h, x2 * cos_BL1h + x1 * sin_BL1h], axis=-1)
   return y.astype(x_BLNH.dtype)
 
@@ -137,6 +139,8 @@ def causal_keep(attention_mask_BL: Array | None, B: int, L: int) -> Array:
 
 def check_length(L: int, max_positions: int, what: str) -> None:
   if L > max_positions:
-    raise ValueError(f"Sequence length {L} exceeds the {what} ({max_positions} positions). "
-                     f"Truncate inputs to at most {max_positions} tokens "
-                     "(e.g. tokenizer(..., truncation=True, max_length=...)).")
+    raise ValueError(
+      f"Sequence length {L} exceeds the {what} ({max_positions} positions). "
+      f"Truncate inputs to at most {max_positions} tokens "
+      "(e.g. tokenizer(..., truncation=True, max_length=...))."
+    )

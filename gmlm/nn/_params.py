@@ -20,9 +20,11 @@ from gmlm.nn._checkpoint import Tensors
 
 def _check(tensors: Tensors, name: str, got: tuple, expected: tuple) -> None:
   if tuple(got) != tuple(expected):
-    raise ValueError(f"Tensor {name!r} in {tensors.source} has shape {tuple(got)}, but the config "
-                     f"implies {tuple(expected)}. The weights and config.json disagree: load the "
-                     "config.json saved with these weights.")
+    raise ValueError(
+      f"Tensor {name!r} in {tensors.source} has shape {tuple(got)}, but the config "
+      f"implies {tuple(expected)}. The weights and config.json disagree: load the "
+      "config.json saved with these weights."
+    )
 
 
 def _store(param: nnx.Param, value: np.ndarray) -> None:
@@ -56,11 +58,14 @@ def finish(model: nnx.Module, tensors: Tensors, ignore: Iterable[str] = ()) -> n
   """Checks every parameter got a value and warns about checkpoint tensors nobody read."""
   for path, value in nnx.to_flat_state(nnx.state(model, nnx.Param)):
     if isinstance(value.get_value(), jax.ShapeDtypeStruct):
-      raise ValueError(f"Parameter {'.'.join(map(str, path))} was not filled from "
-                       f"{tensors.source}; the checkpoint lacks it.")
+      raise ValueError(
+        f"Parameter {'.'.join(map(str, path))} was not filled from "
+        f"{tensors.source}; the checkpoint lacks it."
+      )
   ignore = tuple(ignore)
   unused = [n for n in tensors.unused() if not any(pat in n for pat in ignore)]
   if unused:
-    warnings.warn(f"{len(unused)} tensors of {tensors.source} were not used, e.g. {unused[:5]}.",
-                  stacklevel=3)
+    warnings.warn(
+      f"{len(unused)} tensors of {tensors.source} were not used, e.g. {unused[:5]}.", stacklevel=3
+    )
   return model

@@ -20,8 +20,14 @@ from gmlm.nn._checkpoint import Tensors
 Array = jax.Array
 
 # LoRA targets: the projection name -> (kernel attribute, number of input axes of the kernel).
-LORA_TARGETS = {"q": ("q_DNH", 1), "k": ("k_DNH", 1), "v": ("v_DNH", 1), "o": ("o_NHD", 2),
-                "up": ("up_DF", 1), "down": ("down_FD", 1)}
+LORA_TARGETS = {
+  "q": ("q_DNH", 1),
+  "k": ("k_DNH", 1),
+  "v": ("v_DNH", 1),
+  "o": ("o_NHD", 2),
+  "up": ("up_DF", 1),
+  "down": ("down_FD", 1),
+}
 
 
 class LoRA(nnx.Variable):
@@ -39,27 +45,34 @@ class BertConfig:
   type_vocab_size: int = 2
   layer_norm_eps: float = 1e-12
   hidden_act: str = "gelu"
-  head_act: str | None = None      # the MLM head's activation; None: hidden_act (RoBERTa: "gelu")
+  head_act: str | None = None  # the MLM head's activation; None: hidden_act (RoBERTa: "gelu")
   pad_token_id: int = 0
   tie_word_embeddings: bool = True
   with_mlm_head: bool = True
   roberta_positions: bool = False  # positions count non-pad tokens from pad_token_id + 1
-  dtype: Any = jnp.float32         # compute dtype
+  dtype: Any = jnp.float32  # compute dtype
   param_dtype: Any = jnp.float32
 
   @classmethod
   def from_hf(cls, hf: dict[str, Any], **overrides) -> "BertConfig":
     if hf.get("position_embedding_type", "absolute") != "absolute":
-      raise ValueError(f"position_embedding_type={hf['position_embedding_type']!r} is not "
-                       "supported; only 'absolute' BERT/RoBERTa checkpoints load.")
+      raise ValueError(
+        f"position_embedding_type={hf['position_embedding_type']!r} is not "
+        "supported; only 'absolute' BERT/RoBERTa checkpoints load."
+      )
     fields = dict(
-      vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"],
-      num_layers=hf["num_hidden_layers"], num_heads=hf["num_attention_heads"],
-      intermediate_size=hf["intermediate_size"], max_positions=hf["max_position_embeddings"],
-      type_vocab_size=hf.get("type_vocab_size", 2), layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+      vocab_size=hf["vocab_size"],
+      hidden_size=hf["hidden_size"],
+      num_layers=hf["num_hidden_layers"],
+      num_heads=hf["num_attention_heads"],
+      intermediate_size=hf["intermediate_size"],
+      max_positions=hf["max_position_embeddings"],
+      type_vocab_size=hf.get("type_vocab_size", 2),
+      layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
       hidden_act=hf.get("hidden_act", "gelu"),
       pad_token_id=hf.get("pad_token_id") if hf.get("pad_token_id") is not None else 0,
-      tie_word_embeddings=hf.get("tie_word_embeddings", True))
+      tie_word_embeddings=hf.get("tie_word_embeddings", True),
+    )
     fields.update(overrides)
     return cls(**fields)
 
@@ -102,14 +115,18 @@ class BertLayer(nnx.Module):
       kernel = getattr(self, LORA_TARGETS[name][0])
       delta = self.lora_scale * (ab["a"][...] @ ab["b"][...])
       kernel[...] = (kernel[...].astype(jnp.float32) + delta.reshape(kernel.shape)).astype(
-        kernel[...].dtype)
+        kernel[...].dtype
+      )
     self.lora = nnx.data(None)
 
   def _proj(self, name: str, spec: str | None, x: Array, kernel: nnx.Param) -> Array:
     """x projected by kernel (plus its LoRA adapter); spec None: the heads' output projection."""
     dt = self.c.dtype
-    y = (_layers.merge_heads(x, kernel[...].astype(dt)) if spec is None
-         else jnp.einsum(spec, x, kernel[...].astype(dt)))
+    y = (
+      _layers.merge_heads(x, kernel[...].astype(dt))
+      if spec is None
+      else jnp.einsum(spec, x, kernel[...].astype(dt))
+    )
     if self.lora is not None and name in self.lora:
       ab = self.lora[name]
       x_BLI = x.reshape(*x.shape[:2], -1)
@@ -130,13 +147,16 @@ class BertLayer(nnx.Module):
     v_BLNH = self._proj("v", "BLD,DNH->BLNH", x_BLD, self.v_DNH) + w(self.v_bias_NH)
     a_BQNH = _layers.attention(q_BQNH, k_BLNH, v_BLNH, _layers.take_rows(keep_BLS, rows_BK))
     a_BQD = self._proj("o", None, a_BQNH, self.o_NHD) + w(self.o_bias_D)
-    x_BQD = _layers.layer_norm(xq_BQD + a_BQD, self.attn_norm_scale_D, self.attn_norm_bias_D,
-                               c.layer_norm_eps)
+    x_BQD = _layers.layer_norm(
+      xq_BQD + a_BQD, self.attn_norm_scale_D, self.attn_norm_bias_D, c.layer_norm_eps
+    )
     h_BQF = _layers.activation(c.hidden_act)(
-      self._proj("up", "BLD,DF->BLF", x_BQD, self.up_DF) + w(self.up_bias_F))
+      self._proj("up", "BLD,DF->BLF", x_BQD, self.up_DF) + w(self.up_bias_F)
+    )
     m_BQD = self._proj("down", "BLF,FD->BLD", h_BQF, self.down_FD) + w(self.down_bias_D)
-    return _layers.layer_norm(x_BQD + m_BQD, self.mlp_norm_scale_D, self.mlp_norm_bias_D,
-                              c.layer_norm_eps)
+    return _layers.layer_norm(
+      x_BQD + m_BQD, self.mlp_norm_scale_D, self.mlp_norm_bias_D, c.layer_norm_eps
+    )
 
 
 class BertMLMHead(nnx.Module):
@@ -179,26 +199,36 @@ class Bert(nnx.Module):
     c = self.config
     B, L = tokens_BL.shape
     if c.roberta_positions:  # fairseq: pads keep position pad_token_id, others count from it + 1
-      _layers.check_length(L + c.pad_token_id + 1, c.max_positions,
-                           f"position table (RoBERTa offsets positions by pad_token_id + 1 = "
-                           f"{c.pad_token_id + 1})")
+      _layers.check_length(
+        L + c.pad_token_id + 1,
+        c.max_positions,
+        f"position table (RoBERTa offsets positions by pad_token_id + 1 = {c.pad_token_id + 1})",
+      )
       real_BL = (tokens_BL != c.pad_token_id).astype(jnp.int32)
       return jnp.cumsum(real_BL, axis=1) * real_BL + c.pad_token_id
     _layers.check_length(L, c.max_positions, "position table")
     return jnp.broadcast_to(jnp.arange(L), (B, L))
 
-  def encode(self, tokens_BL: Array, attention_mask_BL: Array | None = None,
-             token_types_BL: Array | None = None, rows_BK: Array | None = None) -> Array:
+  def encode(
+    self,
+    tokens_BL: Array,
+    attention_mask_BL: Array | None = None,
+    token_types_BL: Array | None = None,
+    rows_BK: Array | None = None,
+  ) -> Array:
     """Final hidden states h_BLD (compute dtype); with rows_BK, h_BKD at those positions only
     (the last layer then computes only those rows)."""
     c = self.config
     B, L = tokens_BL.shape
     types_BL = jnp.zeros_like(tokens_BL) if token_types_BL is None else token_types_BL
-    x_BLD = (self.word_VD[...][tokens_BL].astype(jnp.float32)
-             + self.position_PD[...][self.positions(tokens_BL)].astype(jnp.float32)
-             + self.token_type_TD[...][types_BL].astype(jnp.float32))
-    x_BLD = _layers.layer_norm(x_BLD, self.embed_norm_scale_D, self.embed_norm_bias_D,
-                               c.layer_norm_eps).astype(c.dtype)
+    x_BLD = (
+      self.word_VD[...][tokens_BL].astype(jnp.float32)
+      + self.position_PD[...][self.positions(tokens_BL)].astype(jnp.float32)
+      + self.token_type_TD[...][types_BL].astype(jnp.float32)
+    )
+    x_BLD = _layers.layer_norm(
+      x_BLD, self.embed_norm_scale_D, self.embed_norm_bias_D, c.layer_norm_eps
+    ).astype(c.dtype)
     keep_B1S = _layers.padding_keep(attention_mask_BL, B, L)
     for i, layer in enumerate(self.layers):
       x_BLD = layer(x_BLD, keep_B1S, rows_BK if i == len(self.layers) - 1 else None)
@@ -207,20 +237,25 @@ class Bert(nnx.Module):
   def mlm_logits(self, h_BKD: Array) -> Array:
     """The MLM head on the given hidden states only: logits_BKV, float32."""
     if self.head is None:
-      raise ValueError("This model was loaded without an MLM head (architecture BertModel); "
-                       "load a *ForMaskedLM checkpoint to get token logits.")
+      raise ValueError(
+        "This model was loaded without an MLM head (architecture BertModel); "
+        "load a *ForMaskedLM checkpoint to get token logits."
+      )
     return self.head(h_BKD, self.word_VD)
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.mlm_logits(self.encode(tokens_BL, attention_mask_BL))
 
-  def add_lora(self, rank: int, alpha: float = 0.0, targets=tuple(LORA_TARGETS),
-               seed: int = 0) -> None:
+  def add_lora(
+    self, rank: int, alpha: float = 0.0, targets=tuple(LORA_TARGETS), seed: int = 0
+  ) -> None:
     """LoRA adapters (Hu et al. 2021) on every layer's projections; alpha defaults to rank."""
     unknown = sorted(set(targets) - set(LORA_TARGETS))
     if unknown or rank < 1:
-      raise ValueError(f"LoRA needs rank >= 1 (got {rank}) and targets among "
-                       f"{sorted(LORA_TARGETS)} (unknown: {unknown}).")
+      raise ValueError(
+        f"LoRA needs rank >= 1 (got {rank}) and targets among "
+        f"{sorted(LORA_TARGETS)} (unknown: {unknown})."
+      )
     rngs = nnx.Rngs(seed)
     for layer in self.layers:
       layer.add_lora(rank, alpha or float(rank), targets, rngs)
@@ -242,6 +277,7 @@ def with_new_head(body: Bert, seed: int) -> Bert:
 @dataclasses.dataclass(frozen=True)
 class Names:
   """Where a family keeps each tensor in a Hugging Face checkpoint."""
+
   body: str = "bert."
   head_dense: str = "cls.predictions.transform.dense"
   head_norm: str = "cls.predictions.transform.LayerNorm"
@@ -250,8 +286,13 @@ class Names:
 
 
 BERT_NAMES = Names()
-ROBERTA_NAMES = Names(body="roberta.", head_dense="lm_head.dense", head_norm="lm_head.layer_norm",
-                      decoder="lm_head.decoder", bias="lm_head.bias")
+ROBERTA_NAMES = Names(
+  body="roberta.",
+  head_dense="lm_head.dense",
+  head_norm="lm_head.layer_norm",
+  decoder="lm_head.decoder",
+  bias="lm_head.bias",
+)
 IGNORED = ("pooler.", "cls.seq_relationship", "position_ids", "token_type_ids")
 
 
@@ -265,9 +306,11 @@ def load_weights(model: Bert, t: Tensors, names: Names = BERT_NAMES) -> Bert:
   _params.copy(t, p + "embeddings.LayerNorm.bias", model.embed_norm_bias_D)
   for i, layer in enumerate(model.layers):
     q = f"{p}encoder.layer.{i}."
-    for proj, kernel, bias in (("query", layer.q_DNH, layer.q_bias_NH),
-                               ("key", layer.k_DNH, layer.k_bias_NH),
-                               ("value", layer.v_DNH, layer.v_bias_NH)):
+    for proj, kernel, bias in (
+      ("query", layer.q_DNH, layer.q_bias_NH),
+      ("key", layer.k_DNH, layer.k_bias_NH),
+      ("value", layer.v_DNH, layer.v_bias_NH),
+    ):
       _params.linear(t, f"{q}attention.self.{proj}.weight", kernel)
       _params.copy(t, f"{q}attention.self.{proj}.bias", bias, flat=True)
     _params.linear(t, q + "attention.output.dense.weight", layer.o_NHD, n_in=2)
@@ -289,8 +332,9 @@ def load_weights(model: Bert, t: Tensors, names: Names = BERT_NAMES) -> Bert:
     # PyTorch adds decoder.bias. A tied head ties it to `bias` (checkpoints may store either or
     # both); an untied one keeps a tensor of its own, and then `bias` is never used.
     tied = h.decoder_VE is None
-    first, second = ((names.bias, names.decoder + ".bias") if tied
-                     else (names.decoder + ".bias", names.bias))
+    first, second = (
+      (names.bias, names.decoder + ".bias") if tied else (names.decoder + ".bias", names.bias)
+    )
     _params.copy(t, first if first in t else second, h.bias_V)
     if not tied:
       _params.copy(t, names.decoder + ".weight", h.decoder_VE)

@@ -24,7 +24,11 @@ def _embed(model, tokens_BL: Array, attention_mask_BL: Array) -> Array:
 
 def embed(model, tokenizer, texts: Sequence[str], max_length: int = 256) -> Array:
   """Unit-norm sentence embeddings e_BD of `texts` (sentence-transformers' mean pooling)."""
-  batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
-                    return_tensors="np")
-  return _embed(model, jnp.asarray(batch["input_ids"], jnp.int32),
-                jnp.asarray(batch["attention_mask"], jnp.int32))
+  batch = tokenizer(
+    list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="np"
+  )
+  return _embed(
+    model,
+    jnp.asarray(batch["input_ids"], jnp.int32),
+    jnp.asarray(batch["attention_mask"], jnp.int32),
+  )

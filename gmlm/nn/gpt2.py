@@ -39,12 +39,17 @@ class GPT2Config:
     if not hf.get("scale_attn_weights", True):
       raise ValueError("scale_attn_weights=False GPT-2 checkpoints are not supported.")
     fields = dict(
-      vocab_size=hf["vocab_size"], hidden_size=hf["n_embd"], num_layers=hf["n_layer"],
-      num_heads=hf["n_head"], intermediate_size=hf.get("n_inner") or 4 * hf["n_embd"],
-      max_positions=hf["n_positions"], layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+      vocab_size=hf["vocab_size"],
+      hidden_size=hf["n_embd"],
+      num_layers=hf["n_layer"],
+      num_heads=hf["n_head"],
+      intermediate_size=hf.get("n_inner") or 4 * hf["n_embd"],
+      max_positions=hf["n_positions"],
+      layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
       act=hf.get("activation_function", "gelu_new"),
       scale_by_inverse_layer=hf.get("scale_attn_by_inverse_layer_idx", False),
-      tie_word_embeddings=hf.get("tie_word_embeddings", True))
+      tie_word_embeddings=hf.get("tie_word_embeddings", True),
+    )
     fields.update(overrides)
     return cls(**fields)
 
@@ -70,13 +75,15 @@ class GPT2Block(nnx.Module):
     w = lambda p: p[...].astype(dt)
     h_BLD = _layers.layer_norm(x_BLD, self.ln1_scale_D, self.ln1_bias_D, c.layer_norm_eps)
     qkv_BLCNH = jnp.einsum("BLD,DCNH->BLCNH", h_BLD, w(self.qkv_DCNH)) + w(self.qkv_bias_CNH)
-    scale = c.head_dim ** -0.5 / ((self.i + 1) if c.scale_by_inverse_layer else 1)
-    a_BLNH = _layers.attention(qkv_BLCNH[:, :, 0], qkv_BLCNH[:, :, 1], qkv_BLCNH[:, :, 2],
-                               keep_BLS, scale)
+    scale = c.head_dim**-0.5 / ((self.i + 1) if c.scale_by_inverse_layer else 1)
+    a_BLNH = _layers.attention(
+      qkv_BLCNH[:, :, 0], qkv_BLCNH[:, :, 1], qkv_BLCNH[:, :, 2], keep_BLS, scale
+    )
     x_BLD = x_BLD + _layers.merge_heads(a_BLNH, w(self.o_NHD)) + w(self.o_bias_D)
     h_BLD = _layers.layer_norm(x_BLD, self.ln2_scale_D, self.ln2_bias_D, c.layer_norm_eps)
-    u_BLF = _layers.activation(c.act)(jnp.einsum("BLD,DF->BLF", h_BLD, w(self.fc_DF))
-                                      + w(self.fc_bias_F))
+    u_BLF = _layers.activation(c.act)(
+      jnp.einsum("BLD,DF->BLF", h_BLD, w(self.fc_DF)) + w(self.fc_bias_F)
+    )
     return x_BLD + jnp.einsum("BLF,FD->BLD", u_BLF, w(self.proj_FD)) + w(self.proj_bias_D)
 
 
@@ -103,8 +110,9 @@ class GPT2(nnx.Module):
 
   def lm_logits(self, h_BKD: Array) -> Array:
     out_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...]
-    return jnp.einsum("BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype),
-                      preferred_element_type=jnp.float32)
+    return jnp.einsum(
+      "BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype), preferred_element_type=jnp.float32
+    )
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.lm_logits(self.hidden(tokens_BL, attention_mask_BL))

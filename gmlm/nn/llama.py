@@ -46,20 +46,27 @@ class LlamaConfig:
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
-      raise ValueError(f"Llama rope_type={rope_type!r} (RoPE scaling) is not supported; only "
-                       "'default' rotary embeddings are implemented.")
+      raise ValueError(
+        f"Llama rope_type={rope_type!r} (RoPE scaling) is not supported; only "
+        "'default' rotary embeddings are implemented."
+      )
     heads = hf["num_attention_heads"]
     fields = dict(
-      vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"],
-      num_layers=hf["num_hidden_layers"], num_heads=heads,
+      vocab_size=hf["vocab_size"],
+      hidden_size=hf["hidden_size"],
+      num_layers=hf["num_hidden_layers"],
+      num_heads=heads,
       num_kv_heads=hf.get("num_key_value_heads") or heads,
       head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
       intermediate_size=hf["intermediate_size"],
       max_positions=hf.get("max_position_embeddings", 2048),
       rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10_000.0))),
-      rms_norm_eps=hf.get("rms_norm_eps", 1e-6), act=hf.get("hidden_act", "silu"),
-      attention_bias=hf.get("attention_bias", False), mlp_bias=hf.get("mlp_bias", False),
-      tie_word_embeddings=hf.get("tie_word_embeddings", False))
+      rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+      act=hf.get("hidden_act", "silu"),
+      attention_bias=hf.get("attention_bias", False),
+      mlp_bias=hf.get("mlp_bias", False),
+      tie_word_embeddings=hf.get("tie_word_embeddings", False),
+    )
     fields.update(overrides)
     return cls(**fields)
 
@@ -70,9 +77,11 @@ class LlamaBlock(nnx.Module):
     pd = c.param_dtype
     self.c = c
     self.attn_norm_D = _layers.ones((D,), pd)
-    self.q_DNH, self.k_DMH, self.v_DMH = (_layers.param(rngs, (D, N, H), pd),
-                                          _layers.param(rngs, (D, M, H), pd),
-                                          _layers.param(rngs, (D, M, H), pd))
+    self.q_DNH, self.k_DMH, self.v_DMH = (
+      _layers.param(rngs, (D, N, H), pd),
+      _layers.param(rngs, (D, M, H), pd),
+      _layers.param(rngs, (D, M, H), pd),
+    )
     self.o_NHD = _layers.param(rngs, (N, H, D), pd)
     bias = c.attention_bias
     self.q_bias_NH = _layers.zeros((N, H), pd) if bias else None
@@ -126,8 +135,9 @@ class Llama(nnx.Module):
 
   def lm_logits(self, h_BKD: Array) -> Array:
     out_VD = (self.word_VD if self.lm_head_VD is None else self.lm_head_VD)[...]
-    return jnp.einsum("BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype),
-                      preferred_element_type=jnp.float32)
+    return jnp.einsum(
+      "BKD,VD->BKV", h_BKD, out_VD.astype(self.config.dtype), preferred_element_type=jnp.float32
+    )
 
   def __call__(self, tokens_BL: Array, attention_mask_BL: Array | None = None) -> Array:
     return self.lm_logits(self.hidden(tokens_BL, attention_mask_BL))
@@ -166,9 +176,14 @@ def load_weights(model: Llama, t: Tensors) -> Llama:
 # --- GGUF (llama.cpp) ---------------------------------------------------------------------------
 
 _GGUF_NAMES = {  # GGUF per-block name -> Hugging Face name
-  "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-  "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-  "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+  "attn_norm": "input_layernorm",
+  "attn_q": "self_attn.q_proj",
+  "attn_k": "self_attn.k_proj",
+  "attn_v": "self_attn.v_proj",
+  "attn_output": "self_attn.o_proj",
+  "ffn_norm": "post_attention_layernorm",
+  "ffn_gate": "mlp.gate_proj",
+  "ffn_up": "mlp.up_proj",
   "ffn_down": "mlp.down_proj",
 }
 
@@ -213,9 +228,13 @@ def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], Tensors]:
   D = meta["llama.embedding_length"]
   vocab = meta.get("llama.vocab_size") or arrays["model.embed_tokens.weight"].shape[0]
   hf = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
-    "hidden_size": D, "num_hidden_layers": meta["llama.block_count"],
-    "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": vocab,
+    "hidden_size": D,
+    "num_hidden_layers": meta["llama.block_count"],
+    "num_attention_heads": heads,
+    "num_key_value_heads": kv_heads,
     "head_dim": meta.get("llama.attention.key_length") or D // heads,
     "intermediate_size": meta["llama.feed_forward_length"],
     "max_position_embeddings": meta.get("llama.context_length", 2048),

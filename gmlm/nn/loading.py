@@ -19,36 +19,60 @@ from gmlm.nn._checkpoint import read_config, read_tensors, resolve
 
 # architecture -> (model class, config from HF dict and overrides, weight loader)
 _FAMILIES: dict[str, tuple[type, Callable[..., Any], Callable[..., Any]]] = {
-  "BertForMaskedLM": (bert.Bert, lambda hf, **kw: bert.BertConfig.from_hf(hf, **kw),
-                      bert.load_weights),
-  "BertModel": (bert.Bert, lambda hf, **kw: bert.BertConfig.from_hf(hf, with_mlm_head=False, **kw),
-                bert.load_weights),
-  "BertForPreTraining": (bert.Bert, lambda hf, **kw: bert.BertConfig.from_hf(hf, **kw),
-                         bert.load_weights),  # its MLM head; the next-sentence head is ignored
+  "BertForMaskedLM": (
+    bert.Bert,
+    lambda hf, **kw: bert.BertConfig.from_hf(hf, **kw),
+    bert.load_weights,
+  ),
+  "BertModel": (
+    bert.Bert,
+    lambda hf, **kw: bert.BertConfig.from_hf(hf, with_mlm_head=False, **kw),
+    bert.load_weights,
+  ),
+  "BertForPreTraining": (
+    bert.Bert,
+    lambda hf, **kw: bert.BertConfig.from_hf(hf, **kw),
+    bert.load_weights,
+  ),  # its MLM head; the next-sentence head is ignored
   "RobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
   "XLMRobertaForMaskedLM": (bert.Bert, roberta.config_from_hf, roberta.load_weights),
-  "RobertaModel": (bert.Bert,
-                   lambda hf, **kw: roberta.config_from_hf(hf, with_mlm_head=False, **kw),
-                   roberta.load_weights),
-  "ModernBertForMaskedLM": (modernbert.ModernBert, modernbert.ModernBertConfig.from_hf,
-                            modernbert.load_weights),
-  "ModernBertModel": (modernbert.ModernBert,
-                      lambda hf, **kw: modernbert.ModernBertConfig.from_hf(hf, with_mlm_head=False,
-                                                                           **kw),
-                      modernbert.load_weights),
+  "RobertaModel": (
+    bert.Bert,
+    lambda hf, **kw: roberta.config_from_hf(hf, with_mlm_head=False, **kw),
+    roberta.load_weights,
+  ),
+  "ModernBertForMaskedLM": (
+    modernbert.ModernBert,
+    modernbert.ModernBertConfig.from_hf,
+    modernbert.load_weights,
+  ),
+  "ModernBertModel": (
+    modernbert.ModernBert,
+    lambda hf, **kw: modernbert.ModernBertConfig.from_hf(hf, with_mlm_head=False, **kw),
+    modernbert.load_weights,
+  ),
   "GPT2LMHeadModel": (gpt2.GPT2, gpt2.GPT2Config.from_hf, gpt2.load_weights),
   "LlamaForCausalLM": (llama.Llama, llama.LlamaConfig.from_hf, llama.load_weights),
 }
-_BY_MODEL_TYPE = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM",
-                  "xlm-roberta": "XLMRobertaForMaskedLM",
-                  "modernbert": "ModernBertForMaskedLM", "gpt2": "GPT2LMHeadModel",
-                  "llama": "LlamaForCausalLM"}
+_BY_MODEL_TYPE = {
+  "bert": "BertForMaskedLM",
+  "roberta": "RobertaForMaskedLM",
+  "xlm-roberta": "XLMRobertaForMaskedLM",
+  "modernbert": "ModernBertForMaskedLM",
+  "gpt2": "GPT2LMHeadModel",
+  "llama": "LlamaForCausalLM",
+}
 # Named presets: name -> loader(dtype=..., tokenizer_only=...) returning (model, tokenizer).
 # `gmlm.nn.presets` registers "default" (the embedded English MLM); any package may add its own.
 _PRESETS: dict[str, Callable[..., tuple[Any, Any]]] = {}
 
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
-                    "tokenizer.model")
+_TOKENIZER_FILES = (
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "vocab.txt",
+  "vocab.json",
+  "tokenizer.model",
+)
 
 
 def register_preset(name: str, loader: Callable[..., tuple[Any, Any]]) -> None:
@@ -72,11 +96,17 @@ def architecture(hf_config: dict[str, Any]) -> str:
     f"Unsupported architecture: config.json has architectures={hf_config.get('architectures')} "
     f"and model_type={hf_config.get('model_type')!r}. Supported: {sorted(_FAMILIES)} "
     f"(model_type {sorted(_BY_MODEL_TYPE)}). Use a checkpoint of one of these, or set "
-    "`architectures` in config.json if it is one of them under another name.")
+    "`architectures` in config.json if it is one of them under another name."
+  )
 
 
-def from_config(hf_config: dict[str, Any], *, rngs: nnx.Rngs | None = None,
-                dtype=jnp.float32, param_dtype=jnp.float32) -> nnx.Module:
+def from_config(
+  hf_config: dict[str, Any],
+  *,
+  rngs: nnx.Rngs | None = None,
+  dtype=jnp.float32,
+  param_dtype=jnp.float32,
+) -> nnx.Module:
   """A randomly initialised model of a config.json's architecture (for training from scratch)."""
   cls, make_config, _ = _FAMILIES[architecture(hf_config)]
   config = make_config(hf_config, dtype=dtype, param_dtype=param_dtype)
@@ -92,9 +122,15 @@ def with_dtype(model: nnx.Module, dtype) -> nnx.Module:
   return new
 
 
-def load_model(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtype=jnp.float32,
-               allow_pickle: bool = False, cache_dir: str | None = None,
-               revision: str | None = None) -> nnx.Module:
+def load_model(
+  name_or_path: str | os.PathLike,
+  *,
+  dtype=jnp.float32,
+  param_dtype=jnp.float32,
+  allow_pickle: bool = False,
+  cache_dir: str | None = None,
+  revision: str | None = None,
+) -> nnx.Module:
   """Only the model: see `load`."""
   if str(name_or_path) in _PRESETS:
     return _PRESETS[str(name_or_path)](dtype=dtype)[0]
@@ -110,13 +146,15 @@ def load_model(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtyp
   return load_weights(model, tensors)
 
 
-def load_tokenizer(name_or_path: str | os.PathLike, *, cache_dir: str | None = None,
-                   revision: str | None = None):
+def load_tokenizer(
+  name_or_path: str | os.PathLike, *, cache_dir: str | None = None, revision: str | None = None
+):
   """The checkpoint's tokenizer (transformers AutoTokenizer), or None if it ships none."""
   if str(name_or_path) in _PRESETS:
     return _PRESETS[str(name_or_path)](tokenizer_only=True)[1]
   path = resolve(name_or_path, cache_dir=cache_dir, revision=revision)
   from transformers import AutoTokenizer  # Imported here: the models themselves do not need it.
+
   gguf_file = _gguf_file(path)
   if gguf_file is not None:
     return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
@@ -125,8 +163,15 @@ def load_tokenizer(name_or_path: str | os.PathLike, *, cache_dir: str | None = N
   return AutoTokenizer.from_pretrained(str(path))
 
 
-def load(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtype=jnp.float32,
-         allow_pickle: bool = False, cache_dir: str | None = None, revision: str | None = None):
+def load(
+  name_or_path: str | os.PathLike,
+  *,
+  dtype=jnp.float32,
+  param_dtype=jnp.float32,
+  allow_pickle: bool = False,
+  cache_dir: str | None = None,
+  revision: str | None = None,
+):
   """(model, tokenizer) from a local checkpoint directory, a .gguf file, a hub id, or a preset.
 
   A registered preset name loads that preset: "default" is the embedded English MLM,
@@ -139,8 +184,14 @@ def load(name_or_path: str | os.PathLike, *, dtype=jnp.float32, param_dtype=jnp.
   """
   if str(name_or_path) in _PRESETS:  # e.g. "default", the embedded English MLM
     return _PRESETS[str(name_or_path)](dtype=dtype)
-  model = load_model(name_or_path, dtype=dtype, param_dtype=param_dtype,
-                     allow_pickle=allow_pickle, cache_dir=cache_dir, revision=revision)
+  model = load_model(
+    name_or_path,
+    dtype=dtype,
+    param_dtype=param_dtype,
+    allow_pickle=allow_pickle,
+    cache_dir=cache_dir,
+    revision=revision,
+  )
   return model, load_tokenizer(name_or_path, cache_dir=cache_dir, revision=revision)
 
 

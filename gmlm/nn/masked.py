@@ -33,8 +33,9 @@ def _masked_logits(model, tokens_BL, positions_BK, attention_mask_BL):
 
 
 @jax.jit
-def masked_logits(model, tokens_BL: Array, positions_BK: Array,
-                  attention_mask_BL: Array | None = None) -> Array:
+def masked_logits(
+  model, tokens_BL: Array, positions_BK: Array, attention_mask_BL: Array | None = None
+) -> Array:
   """logits_BKV (float32) at positions_BK. Every layer but the last runs on all tokens; the last
   layer's queries, output projection and MLP and the head run at positions_BK only (nothing else
   reaches the logits there), which saves ~(1 - K/L) of a layer. On CPU, batches of more than
@@ -46,8 +47,10 @@ def masked_logits(model, tokens_BL: Array, positions_BK: Array,
     return _masked_logits(model, tokens_BL, positions_BK, attention_mask_BL)
   split = lambda x: None if x is None else x.reshape(B // nc, nc, *x.shape[1:]).swapaxes(0, 1)
   # J chunks, each a batch of B / J sequences
-  out_JBKV = jax.lax.map(lambda a: _masked_logits(model, *a),
-                         (split(tokens_BL), split(positions_BK), split(attention_mask_BL)))
+  out_JBKV = jax.lax.map(
+    lambda a: _masked_logits(model, *a),
+    (split(tokens_BL), split(positions_BK), split(attention_mask_BL)),
+  )
   return out_JBKV.swapaxes(0, 1).reshape(B, *out_JBKV.shape[2:])
 
 

@@ -31,7 +31,7 @@ class ModernBertConfig:
   intermediate_size: int
   max_positions: int
   global_layers: tuple[bool, ...]  # per layer: full attention (else sliding window)
-  window: int = 64                 # a local layer sees keys with |i - j| <= window
+  window: int = 64  # a local layer sees keys with |i - j| <= window
   global_rope_theta: float = 160_000.0
   local_rope_theta: float = 10_000.0
   norm_eps: float = 1e-5
@@ -57,28 +57,41 @@ class ModernBertConfig:
       every = hf.get("global_attn_every_n_layers", 3)
       global_layers = tuple(i % every == 0 for i in range(n))
     rope = hf.get("rope_parameters") or {}
-    global_theta = (rope.get("full_attention") or {}).get("rope_theta",
-                                                          hf.get("global_rope_theta", 160_000.0))
-    local_theta = (rope.get("sliding_attention") or {}).get("rope_theta",
-                                                            hf.get("local_rope_theta"))
+    global_theta = (rope.get("full_attention") or {}).get(
+      "rope_theta", hf.get("global_rope_theta", 160_000.0)
+    )
+    local_theta = (rope.get("sliding_attention") or {}).get(
+      "rope_theta", hf.get("local_rope_theta")
+    )
     for kind in ("full_attention", "sliding_attention"):
       rope_type = (rope.get(kind) or {}).get("rope_type", "default")
       if rope_type != "default":
-        raise ValueError(f"rope_parameters[{kind!r}].rope_type={rope_type!r} is not supported; "
-                         "only 'default' rotary embeddings are implemented.")
+        raise ValueError(
+          f"rope_parameters[{kind!r}].rope_type={rope_type!r} is not supported; "
+          "only 'default' rotary embeddings are implemented."
+        )
     fields = dict(
-      vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=n,
-      num_heads=hf["num_attention_heads"], intermediate_size=hf["intermediate_size"],
-      max_positions=hf.get("max_position_embeddings", 8192), global_layers=global_layers,
-      window=hf.get("local_attention", 128) // 2, global_rope_theta=float(global_theta),
+      vocab_size=hf["vocab_size"],
+      hidden_size=hf["hidden_size"],
+      num_layers=n,
+      num_heads=hf["num_attention_heads"],
+      intermediate_size=hf["intermediate_size"],
+      max_positions=hf.get("max_position_embeddings", 8192),
+      global_layers=global_layers,
+      window=hf.get("local_attention", 128) // 2,
+      global_rope_theta=float(global_theta),
       local_rope_theta=float(local_theta if local_theta is not None else global_theta),
-      norm_eps=hf.get("norm_eps", 1e-5), norm_bias=hf.get("norm_bias", False),
-      attention_bias=hf.get("attention_bias", False), mlp_bias=hf.get("mlp_bias", False),
-      classifier_bias=hf.get("classifier_bias", False), decoder_bias=hf.get("decoder_bias", True),
+      norm_eps=hf.get("norm_eps", 1e-5),
+      norm_bias=hf.get("norm_bias", False),
+      attention_bias=hf.get("attention_bias", False),
+      mlp_bias=hf.get("mlp_bias", False),
+      classifier_bias=hf.get("classifier_bias", False),
+      decoder_bias=hf.get("decoder_bias", True),
       hidden_act=hf.get("hidden_activation", "gelu"),
       classifier_act=hf.get("classifier_activation", "gelu"),
       pad_token_id=hf.get("pad_token_id") if hf.get("pad_token_id") is not None else 0,
-      tie_word_embeddings=hf.get("tie_word_embeddings", True))
+      tie_word_embeddings=hf.get("tie_word_embeddings", True),
+    )
     fields.update(overrides)
     return cls(**fields)
 
@@ -112,21 +125,29 @@ class ModernBertLayer(nnx.Module):
     self.wo_FD = _layers.param(rngs, (F, D), pd)
     self.wo_bias_D = _layers.zeros((D,), pd) if c.mlp_bias else None
 
-  def __call__(self, x_BLD: Array, positions_BL: Array, keep_BLS: Array,
-               rows_BK: Array | None = None) -> Array:
+  def __call__(
+    self, x_BLD: Array, positions_BL: Array, keep_BLS: Array, rows_BK: Array | None = None
+  ) -> Array:
     """Output at every position, or at rows_BK only ([B, K, D]; keys/values from all)."""
     c, dt = self.c, self.c.dtype
     w = lambda p: 0 if p is None else p[...].astype(dt)
     h_BLD = x_BLD if self.attn_norm is None else self.attn_norm(x_BLD)
     qkv_BLCNH = jnp.einsum("BLD,DCNH->BLCNH", h_BLD, w(self.qkv_DCNH)) + w(self.qkv_bias_CNH)
     theta = c.global_rope_theta if self.is_global else c.local_rope_theta
-    q_BQNH = _layers.rope(_layers.take_rows(qkv_BLCNH[:, :, 0], rows_BK),
-                          _layers.take_rows(positions_BL, rows_BK), theta)
+    q_BQNH = _layers.rope(
+      _layers.take_rows(qkv_BLCNH[:, :, 0], rows_BK),
+      _layers.take_rows(positions_BL, rows_BK),
+      theta,
+    )
     k_BLNH = _layers.rope(qkv_BLCNH[:, :, 1], positions_BL, theta)
-    a_BQNH = _layers.attention(q_BQNH, k_BLNH, qkv_BLCNH[:, :, 2],
-                               _layers.take_rows(keep_BLS, rows_BK))
-    x_BQD = (_layers.take_rows(x_BLD, rows_BK)
-             + _layers.merge_heads(a_BQNH, w(self.o_NHD)) + w(self.o_bias_D))
+    a_BQNH = _layers.attention(
+      q_BQNH, k_BLNH, qkv_BLCNH[:, :, 2], _layers.take_rows(keep_BLS, rows_BK)
+    )
+    x_BQD = (
+      _layers.take_rows(x_BLD, rows_BK)
+      + _layers.merge_heads(a_BQNH, w(self.o_NHD))
+      + w(self.o_bias_D)
+    )
     u_BQCF = jnp.einsum("BLD,DCF->BLCF", self.mlp_norm(x_BQD), w(self.wi_DCF)) + w(self.wi_bias_CF)
     g_BQF = _layers.activation(c.hidden_act)(u_BQCF[:, :, 0]) * u_BQCF[:, :, 1]
     return x_BQD + jnp.einsum("BLF,FD->BLD", g_BQF, w(self.wo_FD)) + w(self.wo_bias_D)
@@ -149,8 +170,9 @@ class ModernBert(nnx.Module):
       self.decoder_VE = None if c.tie_word_embeddings else _layers.param(rngs, (V, D), pd)
       self.decoder_bias_V = _layers.zeros((V,), pd) if c.decoder_bias else None
 
-  def encode(self, tokens_BL: Array, attention_mask_BL: Array | None = None,
-             rows_BK: Array | None = None) -> Array:
+  def encode(
+    self, tokens_BL: Array, attention_mask_BL: Array | None = None, rows_BK: Array | None = None
+  ) -> Array:
     """Final hidden states h_BLD; with rows_BK, h_BKD (the last layer computes those rows only)."""
     c = self.config
     B, L = tokens_BL.shape
@@ -161,8 +183,12 @@ class ModernBert(nnx.Module):
     i_L1, j_1S = jnp.arange(L)[:, None], jnp.arange(L)[None, :]
     local_BLS = global_B1S & (jnp.abs(i_L1 - j_1S) <= c.window)[None]
     for i, layer in enumerate(self.layers):
-      x_BLD = layer(x_BLD, positions_BL, global_B1S if layer.is_global else local_BLS,
-                    rows_BK if i == len(self.layers) - 1 else None)
+      x_BLD = layer(
+        x_BLD,
+        positions_BL,
+        global_B1S if layer.is_global else local_BLS,
+        rows_BK if i == len(self.layers) - 1 else None,
+      )
     if not self.layers:
       x_BLD = _layers.take_rows(x_BLD, rows_BK)
     return self.final_norm(x_BLD)
@@ -170,8 +196,10 @@ class ModernBert(nnx.Module):
   def mlm_logits(self, h_BKD: Array) -> Array:
     c, dt = self.config, self.config.dtype
     if not c.with_mlm_head:
-      raise ValueError("This model was loaded without an MLM head (architecture "
-                       "ModernBertModel); load a ModernBertForMaskedLM checkpoint for logits.")
+      raise ValueError(
+        "This model was loaded without an MLM head (architecture "
+        "ModernBertModel); load a ModernBertForMaskedLM checkpoint for logits."
+      )
     t_BKE = jnp.einsum("BKD,DE->BKE", h_BKD, self.head_DE[...].astype(dt))
     if self.head_bias_E is not None:
       t_BKE = t_BKE + self.head_bias_E[...].astype(dt)

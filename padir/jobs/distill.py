@@ -12,10 +12,7 @@ from typing import Any
 
 import ml_collections
 
-from padir import bible
-from padir import distill
-from padir import restore
-from padir import training
+from padir import bible, distill, restore, training
 
 ENTRY_POINT = "train.py"
 RESUMABLE_KEYS = training.RESUMABLE_KEYS
@@ -36,10 +33,17 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     if not reuse:
       if d.get("prepare_bible"):
         bible.prepare_if_missing(d.corpus_dir)
-      distill.distill_corpus(dc.teacher_workdir, d.corpus_dir, out_dir, source_lang=d.source_lang,
-                             target_lang=d.target_lang, teacher_step=dc.teacher_step or None,
-                             beam_size=dc.beam_size, length_penalty=dc.length_penalty,
-                             batch_size=dc.batch_size)
+      distill.distill_corpus(
+        dc.teacher_workdir,
+        d.corpus_dir,
+        out_dir,
+        source_lang=d.source_lang,
+        target_lang=d.target_lang,
+        teacher_step=dc.teacher_step or None,
+        beam_size=dc.beam_size,
+        length_penalty=dc.length_penalty,
+        batch_size=dc.batch_size,
+      )
     student = distill.student_config(config, out_dir)
     rd.write_json(restore.TRAINED_CONFIG, student)
     return training.fit(student, rd)

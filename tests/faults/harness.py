@@ -31,20 +31,32 @@ cli.run(config, sys.argv[2], sys.argv[3])
 """
 
 
-def killed(config, workdir: str | os.PathLike, entry: str, fault: str,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def killed(
+  config, workdir: str | os.PathLike, entry: str, fault: str, timeout: float = 300
+) -> subprocess.CompletedProcess:
   """Runs config's job (as `entry` would) in a child that GMLM_FAULT=fault ends with status
   137; fails if the child ends any other way (the point was never reached, or it crashed)."""
   workdir = pathlib.Path(workdir)
   spec = workdir.parent / f".{workdir.name}.config.pkl"
   spec.write_bytes(pickle.dumps(config))
-  env = {**os.environ, "GMLM_FAULT": fault, "JAX_PLATFORMS": "cpu",
-         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+  env = {
+    **os.environ,
+    "GMLM_FAULT": fault,
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+  }
   env.pop("XLA_FLAGS", None)
-  result = subprocess.run([sys.executable, "-c", _CHILD, str(spec), str(workdir), entry],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+  result = subprocess.run(
+    [sys.executable, "-c", _CHILD, str(spec), str(workdir), entry],
+    env=env,
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
   assert result.returncode == 137, (
-      f"GMLM_FAULT={fault}: exit {result.returncode}, expected 137\n{result.stderr[-4000:]}")
+    f"GMLM_FAULT={fault}: exit {result.returncode}, expected 137\n{result.stderr[-4000:]}"
+  )
   return result
 
 
@@ -88,6 +100,7 @@ def _flat(tree, prefix: str = "") -> dict:
 def checkpoint_item(directory: str | os.PathLike, step: int, item: str) -> dict:
   """One pytree item of an orbax checkpoint as nested dicts of numpy arrays (no target tree)."""
   import orbax.checkpoint as ocp
+
   path = pathlib.Path(directory).absolute() / str(step) / item
   return ocp.PyTreeCheckpointer().restore(path)
 

@@ -19,6 +19,7 @@ from gmlm.checks import UserError
 def small_config(splade_dir):
   """4 chains x 40 steps, a record every 5 steps, 2 records per chunk: chunks 0..3."""
   from configs.glauber import get_config
+
   c = get_config()
   c.model = str(splade_dir)
   c.num_sites, c.num_chains, c.num_steps, c.record_every, c.chunk_records = 6, 4, 40, 5, 2
@@ -51,12 +52,15 @@ def assert_same_run(workdir, reference) -> None:
   assert_same_results(workdir, reference)
 
 
-@pytest.mark.parametrize("fault", [
-    "chunk_written:2",      # a chunk on disk, its metrics line and checkpoint not
+@pytest.mark.parametrize(
+  "fault",
+  [
+    "chunk_written:2",  # a chunk on disk, its metrics line and checkpoint not
     pytest.param("metrics_logged:2", marks=pytest.mark.slow),  # chunk + line, no checkpoint
     pytest.param("checkpoint_saving:2", marks=pytest.mark.slow),  # killed mid-save
-    "checkpoint_saved:2",   # checkpoint on disk: its metrics line was once lost here (issue 6)
-])
+    "checkpoint_saved:2",  # checkpoint on disk: its metrics line was once lost here (issue 6)
+  ],
+)
 def test_a_killed_run_resumes_to_the_uninterrupted_run(splade_dir, reference, tmp_path, fault):
   workdir = tmp_path / "run"
   killed(small_config(splade_dir), workdir, "sample.py", fault)
@@ -66,7 +70,8 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(splade_dir, reference, tm
 
 @pytest.mark.parametrize("how", ["truncated", "bit flip"])
 def test_a_damaged_checkpoint_falls_back_to_the_older_one_saying_so(
-    splade_dir, reference, killed_after_chunk_2, tmp_path, capsys, how):
+  splade_dir, reference, killed_after_chunk_2, tmp_path, capsys, how
+):
   workdir = tmp_path / "run"
   shutil.copytree(killed_after_chunk_2, workdir)
   damage(largest_file(workdir / "checkpoints" / "3" / "state"), how)
@@ -77,12 +82,16 @@ def test_a_damaged_checkpoint_falls_back_to_the_older_one_saying_so(
   assert_same_run(workdir, reference)
 
 
-@pytest.mark.parametrize("how, chunk, restart", [
-    ("truncated", 1, "the start"),   # no checkpoint at or before chunk 1 is kept
+@pytest.mark.parametrize(
+  "how, chunk, restart",
+  [
+    ("truncated", 1, "the start"),  # no checkpoint at or before chunk 1 is kept
     ("deleted", 2, "its checkpoint"),  # checkpoint 2 (chunks 0-1 done) is kept
-])
+  ],
+)
 def test_a_damaged_or_missing_chunk_is_found_at_resume_and_recomputed(
-    splade_dir, reference, killed_after_chunk_2, tmp_path, capsys, how, chunk, restart):
+  splade_dir, reference, killed_after_chunk_2, tmp_path, capsys, how, chunk, restart
+):
   workdir = tmp_path / "run"
   shutil.copytree(killed_after_chunk_2, workdir)
   f = recording.Trajectory(workdir).chunk_file(chunk)

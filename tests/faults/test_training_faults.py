@@ -21,12 +21,22 @@ from gmlm import cli
 def padir_config(corpus_dir: str):
   """The tiny PaDIR of tests/padir/test_padir_train.py: 6 steps, a checkpoint every 2."""
   from configs import padir_bible_en_es
+
   c = padir_bible_en_es.get_config()
   c.data.corpus_dir, c.data.prepare_bible, c.data.vocab_size = corpus_dir, False, 40
   c.data.max_source_length = c.data.max_target_length = 16
   c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-  c.train.update(batch_size=4, num_train_steps=6, warmup_steps=2, log_every=2, eval_every=4,
-                 eval_batches=1, checkpoint_every=2, keep_checkpoints=2, progress_bar=False)
+  c.train.update(
+    batch_size=4,
+    num_train_steps=6,
+    warmup_steps=2,
+    log_every=2,
+    eval_every=4,
+    eval_batches=1,
+    checkpoint_every=2,
+    keep_checkpoints=2,
+    progress_bar=False,
+  )
   c.decode.update(num_examples=0, batch_size=4, num_lengths=2)
   return c
 
@@ -41,13 +51,17 @@ def test_padir_training_killed_resumes_to_the_uninterrupted_run(toy_corpus, tmp_
   cli.run(config, str(workdir), "train.py")
   assert_same_metrics(workdir, straight)
   for item in ("params", "optimizer"):
-    assert_same_trees(checkpoint_item(workdir / "checkpoints", 6, item),
-                      checkpoint_item(straight / "checkpoints", 6, item), item)
+    assert_same_trees(
+      checkpoint_item(workdir / "checkpoints", 6, item),
+      checkpoint_item(straight / "checkpoints", 6, item),
+      item,
+    )
 
 
 def mlm_config(splade_dir, text_file):
   """Full fine-tuning of SPLADE-tiny for 6 steps, a checkpoint every 3, a log line per step."""
   from configs.mlm_minilm import get_config
+
   c = get_config()
   c.model, c.data.path, c.data.min_chars = str(splade_dir), str(text_file), 5
   c.k, c.seq_len, c.batch_size, c.num_steps = 2, 16, 4, 6
@@ -58,9 +72,11 @@ def mlm_config(splade_dir, text_file):
 @pytest.mark.slow  # two MLM training compiles and an export
 def test_mlm_fine_tuning_killed_between_log_and_checkpoint_resumes_exactly(splade_dir, tmp_path):
   import safetensors.numpy
+
   text = tmp_path / "text.txt"
-  text.write_text("\n".join(f"the cat number {i} sat on the mat and looked at the dog"
-                            for i in range(60)))
+  text.write_text(
+    "\n".join(f"the cat number {i} sat on the mat and looked at the dog" for i in range(60))
+  )
   config = mlm_config(splade_dir, text)
   straight, workdir = tmp_path / "straight", tmp_path / "run"
   cli.run(config, str(straight), "train.py")
@@ -75,14 +91,14 @@ def test_mlm_fine_tuning_killed_between_log_and_checkpoint_resumes_exactly(splad
 def hitting_config():
   """Two couplings x (k = 1, 2, parallel): six cells, exact check on."""
   from configs import ising_hitting
+
   c = ising_hitting.get_config()
   c.n, c.clique_size, c.field, c.couplings, c.ks = 4, 2, 1.0, (0.5, 2.0), (1, 2)
   c.variants, c.num_chains, c.budget = ("clique_fields",), 16, 50
   return c
 
 
-def test_ising_hitting_killed_skips_its_finished_cells_and_equals_the_uninterrupted_run(
-    tmp_path):
+def test_ising_hitting_killed_skips_its_finished_cells_and_equals_the_uninterrupted_run(tmp_path):
   config = hitting_config()
   straight, workdir = tmp_path / "straight", tmp_path / "run"
   cli.run(config, str(straight), "sample.py")
@@ -99,6 +115,7 @@ def test_ising_hitting_killed_skips_its_finished_cells_and_equals_the_uninterrup
 @pytest.mark.slow  # k-MPLE fits at two sample sizes
 def test_ising_mple_error_killed_skips_its_finished_cells(tmp_path):
   from configs import ising_mple_error
+
   config = ising_mple_error.get_config()
   config.n_sites, config.couplings, config.ks = 3, (0.3,), (1, 2)
   config.sample_sizes, config.repetitions, config.masks = (50, 100), 2, "sampled"
@@ -107,4 +124,5 @@ def test_ising_mple_error_killed_skips_its_finished_cells(tmp_path):
   killed(config, workdir, "train.py", "cell_done:1")
   cli.run(config, str(workdir), "train.py")
   assert json.loads((workdir / "results.json").read_text()) == json.loads(
-      (straight / "results.json").read_text())
+    (straight / "results.json").read_text()
+  )

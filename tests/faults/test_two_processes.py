@@ -27,8 +27,12 @@ def _free_port() -> int:
 
 
 def _env(**extra) -> dict:
-  env = {**os.environ, "JAX_PLATFORMS": "cpu", **extra,
-         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+  env = {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    **extra,
+    "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
+  }
   for k in ("XLA_FLAGS", "GMLM_FAULT"):
     if k not in extra:
       env.pop(k, None)
@@ -38,11 +42,19 @@ def _env(**extra) -> dict:
 def run_two(*args: str, timeout: float = 400) -> None:
   """The script in two processes joined through a free port; both must exit 0 in time."""
   port = _free_port()
-  procs = [subprocess.Popen([sys.executable, str(SCRIPT), *args], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=_env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-                                     JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
-           for i in range(2)]
+  procs = [
+    subprocess.Popen(
+      [sys.executable, str(SCRIPT), *args],
+      cwd=REPO,
+      text=True,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      env=_env(
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)
+      ),
+    )
+    for i in range(2)
+  ]
   try:
     outs = [p.communicate(timeout=timeout)[0] for p in procs]
   finally:
@@ -56,9 +68,14 @@ def run_two(*args: str, timeout: float = 400) -> None:
 
 def run_one(*args: str, timeout: float = 400) -> None:
   """The script alone, with two simulated devices (the same global mesh)."""
-  result = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=timeout,
-                          env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+  result = subprocess.run(
+    [sys.executable, str(SCRIPT), *args],
+    cwd=REPO,
+    text=True,
+    capture_output=True,
+    timeout=timeout,
+    env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"),
+  )
   assert result.returncode == 0, result.stderr[-4000:]
 
 
@@ -76,12 +93,14 @@ def test_glauber_chains_split_over_two_processes_equal_one_process(splade_dir, t
 
 
 @pytest.mark.slow  # two PaDIR trainings (three interpreters)
-@pytest.mark.xfail(reason="runs across both processes, but its training loss differs from the "
-                   "one-process run from step 2 on (7.138 vs 7.389): the cause is not found yet",
-                   strict=False)
-def test_padir_training_on_a_data_mesh_over_two_processes_equals_one_process(toy_corpus,
-                                                                             tmp_path):
+@pytest.mark.xfail(
+  reason="runs across both processes, but its training loss differs from the "
+  "one-process run from step 2 on (7.138 vs 7.389): the cause is not found yet",
+  strict=False,
+)
+def test_padir_training_on_a_data_mesh_over_two_processes_equals_one_process(toy_corpus, tmp_path):
   from harness import metrics_lines
+
   run_one("padir", toy_corpus, str(tmp_path / "one"))  # trains the vocabulary first
   run_two("padir", toy_corpus, str(tmp_path / "two"))
   two_lines, one_lines = metrics_lines(tmp_path / "two"), metrics_lines(tmp_path / "one")

@@ -18,6 +18,7 @@ def padir(corpus: str, out: str) -> None:
 
   from gmlm import cli
   from padir import restore
+
   config = padir_config(corpus)
   config.train.num_train_steps, config.train.eval_every = 4, 4
   config.mesh = {"data": -1, "model": 1, "params": "logical"}
@@ -25,7 +26,8 @@ def padir(corpus: str, out: str) -> None:
   cli.run(config, out, "train.py")
   import jax
   from flax import nnx
-  model, _, _ = restore.load_model(out)   # every process: orbax restores collectively
+
+  model, _, _ = restore.load_model(out)  # every process: orbax restores collectively
   leaves = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
   params = {jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves}
   if jax.process_index() == 0:
@@ -41,6 +43,7 @@ def chains(model_dir: str, out: str) -> None:
   from glauber.layout import Layout
   from gmlm.core.mesh import data_mesh, initialize_distributed
   from gmlm.nn import load
+
   initialize_distributed("auto")
   model, tok = load(model_dir)
   lay = Layout.from_tokenizer(tok, 6, "albert einstein said that", 512)
@@ -49,12 +52,18 @@ def chains(model_dir: str, out: str) -> None:
   x0_BL = init_states.random_tokens(np.random.default_rng(0), lay, candidates, 4)
   mesh = data_mesh(4)
   assert mesh is not None and mesh.devices.size == jax.device_count()
-  state, rec = chains_lib.run(jax.random.key(0), model, spec, chains_lib.init_state(x0_BL), 3, 2,
-                              method="glauber", mesh=mesh)
+  state, rec = chains_lib.run(
+    jax.random.key(0), model, spec, chains_lib.init_state(x0_BL), 3, 2, method="glauber", mesh=mesh
+  )
   tokens = multihost_utils.process_allgather(rec.tokens_RBN, tiled=True)
   if jax.process_index() == 0:
-    np.savez(f"{out}/chains.npz", tokens_RBN=np.asarray(tokens), t=int(state.t),
-             processes=jax.process_count(), devices=jax.device_count())
+    np.savez(
+      f"{out}/chains.npz",
+      tokens_RBN=np.asarray(tokens),
+      t=int(state.t),
+      processes=jax.process_count(),
+      devices=jax.device_count(),
+    )
 
 
 if __name__ == "__main__":

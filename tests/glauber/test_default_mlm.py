@@ -9,14 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import save_tiny
 
-from gmlm import nn as gm
 from glauber import chains
 from glauber.mlm import english
 from glauber.mlm import evaluation as mlm_eval
 from glauber.mlm import training as mlm_training
+from gmlm import nn as gm
 from gmlm.nn import bert, delta
-from models_util import save_tiny
 
 transformers = pytest.importorskip("transformers")
 
@@ -64,8 +64,9 @@ def test_delta_round_trip_and_clear_errors(tmp_path):
   _randomise_lora(model, seed=5)
   model.head.bias_V[...] = jnp.linspace(-1, 1, model.config.vocab_size)
   wrt = mlm_training.trainable({"lora_rank": 3})
-  delta.save_delta(model, tmp_path / "delta", base=str(tmp_path / "base"), trainable=wrt,
-                   dtype=np.float32)
+  delta.save_delta(
+    model, tmp_path / "delta", base=str(tmp_path / "base"), trainable=wrt, dtype=np.float32
+  )
   meta = json.loads((tmp_path / "delta" / "delta.json").read_text())
   assert meta["rank"] == 3 and meta["num_parameters"] > 0
   tokens = np.random.default_rng(1).integers(3, 97, (2, 7)).astype(np.int32)
@@ -74,8 +75,9 @@ def test_delta_round_trip_and_clear_errors(tmp_path):
   assert again.layers[0].lora is None  # merged into a plain Bert
   np.testing.assert_allclose(np.asarray(gm.full_logits(again, tokens)), expected, atol=1e-4)
   # The frozen base weights are not part of the delta.
-  names = set(__import__("safetensors.numpy").numpy.load_file(
-    str(tmp_path / "delta" / "delta.safetensors")))
+  names = set(
+    __import__("safetensors.numpy").numpy.load_file(str(tmp_path / "delta" / "delta.safetensors"))
+  )
   assert not any("word_VD" in n or "q_DNH" in n for n in names)
   # A flipped byte is caught by the recorded digest.
   f = tmp_path / "delta" / "delta.safetensors"
@@ -91,8 +93,12 @@ def test_delta_round_trip_and_clear_errors(tmp_path):
 def test_a_delta_without_its_sha256_is_refused(tmp_path):
   model = _tiny(tmp_path)
   model.add_lora(2, seed=0)
-  delta.save_delta(model, tmp_path / "delta", base=str(tmp_path / "base"),
-                   trainable=mlm_training.trainable({"lora_rank": 2}))
+  delta.save_delta(
+    model,
+    tmp_path / "delta",
+    base=str(tmp_path / "base"),
+    trainable=mlm_training.trainable({"lora_rank": 2}),
+  )
   meta_path = tmp_path / "delta" / "delta.json"
   meta = json.loads(meta_path.read_text())
   del meta["sha256"]
@@ -102,18 +108,23 @@ def test_a_delta_without_its_sha256_is_refused(tmp_path):
 
 
 def test_strip_wiki_and_sentences():
-  raw = ("{{Infobox|name={{nested|x}}}}'''Anarchism''' is a [[political philosophy]] that "
-         "rejects [[State (polity)|states]].<ref>Some book, p. 3</ref> It was named in "
-         "[http://example.org 1840] by [[Pierre-Joseph Proudhon]].\n"
-         "== History ==\n{| class=wikitable\n| a || b\n|}\n[[Category:Politics]]\n"
-         "[[File:Flag.svg|thumb|A [[flag]] here]]\n* A list item that is long enough to keep.")
+  raw = (
+    "{{Infobox|name={{nested|x}}}}'''Anarchism''' is a [[political philosophy]] that "
+    "rejects [[State (polity)|states]].<ref>Some book, p. 3</ref> It was named in "
+    "[http://example.org 1840] by [[Pierre-Joseph Proudhon]].\n"
+    "== History ==\n{| class=wikitable\n| a || b\n|}\n[[Category:Politics]]\n"
+    "[[File:Flag.svg|thumb|A [[flag]] here]]\n* A list item that is long enough to keep."
+  )
   text = english.strip_wiki(raw)
-  assert text.split("\n")[0] == ("Anarchism is a political philosophy that rejects states. "
-                                 "It was named in 1840 by Pierre-Joseph Proudhon.")
+  assert text.split("\n")[0] == (
+    "Anarchism is a political philosophy that rejects states. "
+    "It was named in 1840 by Pierre-Joseph Proudhon."
+  )
   assert "History" not in text and "Category" not in text and "flag" not in text
   assert english.sentences(text.split("\n")[0]) == [
     "Anarchism is a political philosophy that rejects states.",
-    "It was named in 1840 by Pierre-Joseph Proudhon."]
+    "It was named in 1840 by Pierre-Joseph Proudhon.",
+  ]
 
 
 def test_held_out_documents_are_the_last_tenth():
@@ -126,25 +137,35 @@ def test_held_out_documents_are_the_last_tenth():
 
 def test_fill_mask_matches_a_direct_computation(tmp_path, minilm_dir):
   tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
-  cfg = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-             intermediate_size=64, max_position_embeddings=64)
+  cfg = dict(
+    vocab_size=len(tok),
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+  )
   save_tiny("BertForMaskedLM", tmp_path / "m", **cfg)
   model = gm.load_model(tmp_path / "m")
-  sentences = ["The cat sat on the mat.", "Paris is in France and it is big.",
-               "A very long sentence about nothing in particular goes here.", "Hi there."]
+  sentences = [
+    "The cat sat on the mat.",
+    "Paris is in France and it is big.",
+    "A very long sentence about nothing in particular goes here.",
+    "Hi there.",
+  ]
   r = mlm_eval.fill_mask(model, tok, sentences, seed=7, batch_size=3)
   cand = chains.candidate_ids(tok, len(tok))
   top1 = top5 = 0
   logps = []
   order = np.argsort([len(s) for s in sentences], kind="stable")
   for i in range(0, 4, 3):  # the same batches and masks, scored one sentence at a time
-    batch = [sentences[j] for j in order[i:i + 3]]
+    batch = [sentences[j] for j in order[i : i + 3]]
     tokens, attn, pos, tgt = mlm_eval.masked_examples(tok, batch, 128, 7 * 1_000_003 + i)
     assert (tokens == tok.mask_token_id).sum() == len(batch)
     for b in range(len(batch)):
       n = int(attn[b].sum())
       assert 0 < pos[b] < n - 1  # never [CLS] or [SEP]
-      logits = np.asarray(gm.full_logits(model, tokens[b:b + 1, :n]))[0, pos[b]]
+      logits = np.asarray(gm.full_logits(model, tokens[b : b + 1, :n]))[0, pos[b]]
       best = cand[np.argsort(-logits[cand])[:5]]
       top1 += best[0] == tgt[b]
       top5 += tgt[b] in best
@@ -177,5 +198,5 @@ def test_default_mlm_reaches_the_quality_bar_on_held_out_text(minilm_dir):
   r = mlm_eval.fill_mask(model, tok, held, seed=0)
   assert r["top1"] >= 0.25, r
   # Sanity: a probe with one obvious answer.
-  (_, best), = mlm_eval.probes(model, tok, ["Paris is the capital of [MASK]."], k=3)
+  ((_, best),) = mlm_eval.probes(model, tok, ["Paris is the capital of [MASK]."], k=3)
   assert "france" in best

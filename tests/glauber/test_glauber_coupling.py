@@ -7,10 +7,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from glauber_util import (
+  CANDIDATES,
+  C,
+  N,
+  exact_conditionals,
+  sequences,
+  spec,
+  state_index,
+  tiny_mlm,
+)
 
-from glauber import chains, coupling
-from glauber_util import (C, CANDIDATES, N, exact_conditionals, sequences, spec, state_index,
-                          tiny_mlm)
+from glauber import coupling
 
 M = 200_000
 
@@ -20,8 +28,9 @@ def test_marginals_are_the_conditionals_and_disagreement_is_tv(shift):
   rng = np.random.default_rng(0)
   logp = jax.nn.log_softmax(jnp.asarray(rng.normal(size=(1, 7))))
   logq = jax.nn.log_softmax(logp + shift * jnp.asarray(rng.normal(size=(1, 7))))
-  a, b = jax.jit(coupling.maximal_coupling)(jax.random.key(0), jnp.repeat(logp, M, 0),
-                                            jnp.repeat(logq, M, 0))
+  a, b = jax.jit(coupling.maximal_coupling)(
+    jax.random.key(0), jnp.repeat(logp, M, 0), jnp.repeat(logq, M, 0)
+  )
   a, b = np.asarray(a), np.asarray(b)
   p, q = np.exp(np.asarray(logp[0], np.float64)), np.exp(np.asarray(logq[0], np.float64))
   for draws, law in ((a, p), (b, q)):
@@ -45,14 +54,15 @@ def test_each_coupled_chain_is_a_glauber_chain_and_pairs_stay_met():
     s = state_index(free0[:1])[0]
     changed_site = free0 != free1
     assert changed_site.sum(1).max() <= 1
-    law = np.zeros(C ** N)
+    law = np.zeros(C**N)
     w = C ** np.arange(N)[::-1]
     base = free0[0] - CANDIDATES[0]
     for i in range(N):
       for a_ in range(C):
-        yv = base.copy(); yv[i] = a_
+        yv = base.copy()
+        yv[i] = a_
         law[yv @ w] += cond[s, i, a_] / N
-    emp = np.bincount(state_index(free1), minlength=C ** N) / B
+    emp = np.bincount(state_index(free1), minlength=C**N) / B
     assert 0.5 * np.abs(emp - law).sum() <= 0.04
   # Longer runs: pairs meet, and never separate afterwards.
   x, y, meet, dist_RB = coupling.run(jax.random.key(4), model, spec(), x0[:256], y0[:256], 20, 5)
@@ -74,8 +84,9 @@ def test_a_coupled_run_in_pieces_equals_one_run():
   x, y, meet, dist_RB = coupling.run(key, model, spec(), x0, y0, 6, 4)
   px, py, pmeet = x0, y0, None
   for r in range(6):
-    px, py, pmeet, pdist_RB = coupling.run(key, model, spec(), px, py, 1, 4, start_step=4 * r,
-                                           meet_B=pmeet)
+    px, py, pmeet, pdist_RB = coupling.run(
+      key, model, spec(), px, py, 1, 4, start_step=4 * r, meet_B=pmeet
+    )
     np.testing.assert_array_equal(np.asarray(pdist_RB[0]), np.asarray(dist_RB[r]))
   for a, b in ((x, px), (y, py), (meet, pmeet)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

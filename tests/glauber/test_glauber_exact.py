@@ -8,15 +8,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_on_devices
+from glauber_util import (
+  CANDIDATES,
+  MASK,
+  OFFSET,
+  SEP,
+  C,
+  N,
+  device_run,
+  exact_conditionals,
+  histogram,
+  sequences,
+  spec,
+  state_index,
+  stationary,
+  tiny_mlm,
+  transition_matrix,
+  tv,
+)
 from scipy import stats
 
-from conftest import run_on_devices
 from glauber import chains, rejection_free
-from glauber_util import (C, CANDIDATES, MASK, N, OFFSET, SEP, device_run, exact_conditionals,
-                          histogram, sequences, spec, state_index, stationary, tiny_mlm,
-                          transition_matrix, tv)
 
-X0 = np.array([[0, 3, 1, 5]])   # the fixed start (candidate indices)
+X0 = np.array([[0, 3, 1, 5]])  # the fixed start (candidate indices)
 B = 8192
 
 
@@ -62,7 +77,7 @@ def check_laws(exact, rec, every):
   tokens_RBN = np.asarray(rec.tokens_RBN)
   check_transient(tokens_RBN[0], law_after(P, every))
   check_transient(tokens_RBN[2], law_after(P, 3 * every))
-  assert tv(law_after(P, 6 * every), pi) <= 0.005   # the pooled records below are mixed
+  assert tv(law_after(P, 6 * every), pi) <= 0.005  # the pooled records below are mixed
   assert tv(histogram(tokens_RBN[5:].reshape(-1, N)), pi) <= 0.03
 
 
@@ -78,25 +93,29 @@ def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
 def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_every, granule):
   """Exact whether finished chains retire often (1, 1), by default (32, 8) or never (0)."""
   model = exact[0]
-  state, rec = rejection_free.run(jax.random.key(2), model, spec(), start(), 8, 8,
-                         retire_every=retire_every, granule=granule)
+  state, rec = rejection_free.run(
+    jax.random.key(2), model, spec(), start(), 8, 8, retire_every=retire_every, granule=granule
+  )
   assert (np.asarray(state.steps_B) == 64).all()
   assert int(state.t) == int(rec.iterations) < 64
   check_laws(exact, rec, 8)
 
 
 @pytest.mark.parametrize("retire_every,slots", [(0, 2), (32, 3)])
-def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exact, retire_every,
-                                                                             slots):
+def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(
+  exact, retire_every, slots
+):
   """Chains that remember their recent states' conditionals make the same moves as chains that
   recompute them, and the memo serves exactly the revisits of remembered states (the tiny
   chain returns to recent states often)."""
   model = exact[0]
   kw = dict(retire_every=retire_every, granule=4)
-  s_on, rec_on = rejection_free.run(jax.random.key(7), model, spec(), start(64), 6, 8,
-                                    memo=slots, **kw)
-  s_off, rec_off = rejection_free.run(jax.random.key(7), model, spec(), start(64), 6, 8, memo=0,
-                                      **kw)
+  s_on, rec_on = rejection_free.run(
+    jax.random.key(7), model, spec(), start(64), 6, 8, memo=slots, **kw
+  )
+  s_off, rec_off = rejection_free.run(
+    jax.random.key(7), model, spec(), start(64), 6, 8, memo=0, **kw
+  )
   np.testing.assert_array_equal(np.asarray(rec_on.tokens_RBN), np.asarray(rec_off.tokens_RBN))
   np.testing.assert_array_equal(np.asarray(s_on.steps_B), np.asarray(s_off.steps_B))
   assert int(rec_on.iterations) == int(rec_off.iterations)
@@ -106,15 +125,16 @@ def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(exa
   # last step; a hit is an iteration in a remembered state; a miss replaces the least recently
   # used one.
   _, rec = rejection_free.run(jax.random.key(8), model, spec(), start(64), 48, 1, memo=slots, **kw)
-  idx_RB = np.concatenate([np.full((1, 64), state_index(CANDIDATES[X0])[0]),
-                           state_index(np.asarray(rec.tokens_RBN))])
+  idx_RB = np.concatenate(
+    [np.full((1, 64), state_index(CANDIDATES[X0])[0]), state_index(np.asarray(rec.tokens_RBN))]
+  )
   expected = []
   for b in range(64):
     changed = np.flatnonzero(idx_RB[1:, b] != idx_RB[:-1, b])
     visits = [idx_RB[0, b], *idx_RB[changed + 1, b]]
     if changed.size and changed[-1] == 47:
       visits = visits[:-1]
-    recent, hits = [], 0   # least recently used first
+    recent, hits = [], 0  # least recently used first
     for x in visits:
       if x in recent:
         hits += 1
@@ -155,7 +175,8 @@ def test_holding_times_and_jumps_agree_between_modes_and_with_exact(exact):
   # Rejection-free: one iteration with a target beyond the horizon; G + 1 steps to the jump.
   st = start()
   toks, steps, stay_B, _ = jax.jit(rejection_free.iteration)(
-      jax.random.key(4), model, spec(), st.tokens_BL, st.steps_B, st.steps_B + 10 ** 6)
+    jax.random.key(4), model, spec(), st.tokens_BL, st.steps_B, st.steps_B + 10**6
+  )
   rf_first = np.asarray(steps) - 1
   rf_dest = state_index(np.asarray(spec().free(toks)))
   np.testing.assert_allclose(np.asarray(stay_B), P[x_index, x_index], atol=1e-5)
@@ -163,8 +184,12 @@ def test_holding_times_and_jumps_agree_between_modes_and_with_exact(exact):
     counts = np.bincount(first, minlength=H)[:H]
     expected = hold_G / hold_G.sum() * counts.sum()
     keep = expected >= 5
-    assert stats.chisquare(counts[keep], expected[keep] * counts[keep].sum() / expected[keep].sum()
-                           ).pvalue > 1e-3
+    assert (
+      stats.chisquare(
+        counts[keep], expected[keep] * counts[keep].sum() / expected[keep].sum()
+      ).pvalue
+      > 1e-3
+    )
   assert stats.ks_2samp(first_B, rf_first[rf_first < H]).pvalue > 1e-3
   for d in (plain_dest, rf_dest):
     assert tv(np.bincount(d, minlength=len(P)) / len(d), dest) <= 0.03
@@ -192,7 +217,7 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
   # and at T = 0 the rejection-free chain stays put in one iteration per record.
   fixed = chains.init_state(np.repeat(sequences((prev - CANDIDATES[0])[:1]), 4, 0))
   _, rec = chains.run(jax.random.key(6), model, spec(0.0), fixed, 1, N, method="sweep")
-  assert (np.asarray(rec.tokens_RBN[0]) == prev[:1]).all()   # a fixed point of argmax sweeps
+  assert (np.asarray(rec.tokens_RBN[0]) == prev[:1]).all()  # a fixed point of argmax sweeps
   assert rejection_free.choose_mode(model, spec(0.05), fixed.tokens_BL)[0] == "rejection_free"
   state, rec = rejection_free.run(jax.random.key(6), model, spec(0.0), fixed, 2, 5)
   assert int(rec.iterations) == 1
@@ -200,8 +225,9 @@ def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
 
 
 def test_top_k_and_top_p_truncate_to_the_largest_probabilities():
-  logits = jnp.asarray([[9.0] * 5 + [np.log(0.4), np.log(0.3), np.log(0.15), np.log(0.1),
-                                     np.log(0.04), np.log(0.01)]])
+  logits = jnp.asarray(
+    [[9.0] * 5 + [np.log(0.4), np.log(0.3), np.log(0.15), np.log(0.1), np.log(0.04), np.log(0.01)]]
+  )
   p_k = np.exp(np.asarray(chains.tempered_logprobs(spec(top_k=2), logits)))[0]
   np.testing.assert_allclose(p_k, [4 / 7, 3 / 7, 0, 0, 0, 0], rtol=1e-5)
   p_p = np.exp(np.asarray(chains.tempered_logprobs(spec(top_p=0.8), logits)))[0]
@@ -210,18 +236,21 @@ def test_top_k_and_top_p_truncate_to_the_largest_probabilities():
   np.testing.assert_allclose(p_both, np.array([0.16, 0.09, 0.0225, 0, 0, 0]) / 0.2725, rtol=1e-5)
 
 
-@pytest.mark.parametrize("method,k", [("glauber", 1), ("sweep", 2), ("block", 3), ("parallel", 1),
-                                      ("rejection_free", 1)])
+@pytest.mark.parametrize(
+  "method,k", [("glauber", 1), ("sweep", 2), ("block", 3), ("parallel", 1), ("rejection_free", 1)]
+)
 def test_frozen_prefix_and_special_tokens_never_change(exact, method, k):
   model = exact[0]
   x0 = sequences(np.random.default_rng(0).integers(0, C, (64, N)))
-  x0[:5, OFFSET + 1] = MASK   # an all-mask-like start is resampled into candidates
+  x0[:5, OFFSET + 1] = MASK  # an all-mask-like start is resampled into candidates
   if method == "rejection_free":
-    state, rec = rejection_free.run(jax.random.key(7), model, spec(0.7), chains.init_state(x0),
-                                    3, 4)
+    state, rec = rejection_free.run(
+      jax.random.key(7), model, spec(0.7), chains.init_state(x0), 3, 4
+    )
   else:
-    state, rec = chains.run(jax.random.key(7), model, spec(0.7), chains.init_state(x0), 3, 4,
-                            method=method, k=k)
+    state, rec = chains.run(
+      jax.random.key(7), model, spec(0.7), chains.init_state(x0), 3, 4, method=method, k=k
+    )
   out = np.asarray(state.tokens_BL)
   np.testing.assert_array_equal(out[:, :OFFSET], x0[:, :OFFSET])
   assert (out[:, -1] == SEP).all()
@@ -234,6 +263,7 @@ def test_resumed_runs_equal_one_run_bitwise(exact, mode, tmp_path):
   """A run continued from an orbax checkpoint equals the uninterrupted run; in plain mode
   any split of the steps does (rejection-free runs reproduce for the same chunking)."""
   from glauber import recording
+
   model = exact[0]
   runner = chains.run if mode == "plain" else rejection_free.run
   x0 = chains.init_state(sequences(np.random.default_rng(1).integers(0, C, (32, N))))
@@ -249,8 +279,10 @@ def test_resumed_runs_equal_one_run_bitwise(exact, mode, tmp_path):
   if mode == "plain":
     whole, rec = runner(key, model, spec(0.5), x0, 4, 3)
     np.testing.assert_array_equal(np.asarray(whole.tokens_BL), np.asarray(rest.tokens_BL))
-    np.testing.assert_array_equal(np.asarray(rec.tokens_RBN), np.concatenate(
-        [np.asarray(rec1.tokens_RBN), np.asarray(rec2.tokens_RBN)]))
+    np.testing.assert_array_equal(
+      np.asarray(rec.tokens_RBN),
+      np.concatenate([np.asarray(rec1.tokens_RBN), np.asarray(rec2.tokens_RBN)]),
+    )
 
 
 @pytest.mark.parametrize("mode", ["plain", "rejection_free"])
@@ -260,8 +292,11 @@ def test_recorded_logprobs_are_those_of_the_recorded_tokens(exact, mode):
   x0 = chains.init_state(sequences(np.random.default_rng(3).integers(0, C, (16, N))))
   _, rec = runner(jax.random.key(12), model, spec(), x0, 5, 2, record_logprobs=True)
   tokens_XN = np.asarray(rec.tokens_RBN).reshape(-1, N)
-  expected = np.log(np.take_along_axis(cond_SNC[state_index(tokens_XN)],
-                                       (tokens_XN - CANDIDATES[0])[..., None], -1)[..., 0])
+  expected = np.log(
+    np.take_along_axis(
+      cond_SNC[state_index(tokens_XN)], (tokens_XN - CANDIDATES[0])[..., None], -1
+    )[..., 0]
+  )
   np.testing.assert_allclose(np.asarray(rec.logp_RBN).reshape(-1, N), expected, atol=2e-4)
 
 
@@ -277,10 +312,13 @@ def test_block_and_parallel_one_step_marginals(exact):
     assert tv(freq, cond_SNC[x_index, i]) <= 0.02
   # Block with k = n: all sites masked at once, each drawn from its all-masked marginal.
   from gmlm import nn as gm
+
   masked = sequences(X0)
-  masked[:, OFFSET:OFFSET + N] = MASK
-  logits = np.asarray(gm.masked_logits(model, jnp.asarray(masked),
-                                       jnp.asarray(OFFSET + np.arange(N)[None])), np.float64)[0]
+  masked[:, OFFSET : OFFSET + N] = MASK
+  logits = np.asarray(
+    gm.masked_logits(model, jnp.asarray(masked), jnp.asarray(OFFSET + np.arange(N)[None])),
+    np.float64,
+  )[0]
   z = logits[:, CANDIDATES]
   marg_NC = np.exp(z - z.max(-1, keepdims=True))
   marg_NC /= marg_NC.sum(-1, keepdims=True)
@@ -288,7 +326,7 @@ def test_block_and_parallel_one_step_marginals(exact):
   tokens_BN = np.asarray(rec.tokens_RBN[0]) - CANDIDATES[0]
   for i in range(N):
     assert tv(np.bincount(tokens_BN[:, i], minlength=C) / B, marg_NC[i]) <= 0.02
-  assert max(tv(marg_NC[i], cond_SNC[x_index, i]) for i in range(N)) > 0.05   # not Gibbs
+  assert max(tv(marg_NC[i], cond_SNC[x_index, i]) for i in range(N)) > 0.05  # not Gibbs
 
 
 _SCRIPT = r"""
@@ -303,7 +341,7 @@ np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
 def test_one_and_eight_devices_give_identical_chains(tmp_path):
   out = tmp_path / "eight.npz"
   run_on_devices(_SCRIPT, 8, str(out), timeout=240)
-  eight, one = np.load(out), device_run()   # this process has one device
+  eight, one = np.load(out), device_run()  # this process has one device
   for name in ("plain", "rejection_free", "steps", "t"):
     np.testing.assert_array_equal(one[name], eight[name])
 

@@ -25,7 +25,7 @@ from glauber_util import (
 from glauber import chains, recording, rejection_free
 from gmlm import nn as gm
 
-X0 = np.array([[2, 0, 4, 1]])   # the fixed start (candidate indices)
+X0 = np.array([[2, 0, 4, 1]])  # the fixed start (candidate indices)
 B = 8192
 
 
@@ -87,10 +87,10 @@ def test_a_donated_state_gives_the_same_chains_and_is_consumed():
   deleted, so a caller that read it again would fail loudly) and changes no draw."""
   model = tiny_mlm()
   kept_in, donated_in = start(64), start(64)
-  kept, rec_kept = chains.run(jax.random.key(3), model, spec(), kept_in, 3, 2,
-                              record_logprobs=True)
-  donated, rec_donated = chains.run(jax.random.key(3), model, spec(), donated_in, 3, 2,
-                                    record_logprobs=True, donate=True)
+  kept, rec_kept = chains.run(jax.random.key(3), model, spec(), kept_in, 3, 2, record_logprobs=True)
+  donated, rec_donated = chains.run(
+    jax.random.key(3), model, spec(), donated_in, 3, 2, record_logprobs=True, donate=True
+  )
   assert not kept_in.tokens_BL.is_deleted() and donated_in.tokens_BL.is_deleted()
   for a, b in ((kept, donated), (rec_kept, rec_donated)):
     jax.tree.map(np.testing.assert_array_equal, a, b)
@@ -114,28 +114,38 @@ def test_rejection_free_runs_are_unchanged_by_its_donated_loop_buffers():
     jax.tree.map(np.testing.assert_array_equal, u, v)
 
 
-def test_the_pipelined_job_writes_the_trajectory_of_one_uninterrupted_run(splade_dir, tmp_path,
-                                                                         monkeypatch):
+def test_the_pipelined_job_writes_the_trajectory_of_one_uninterrupted_run(
+  splade_dir, tmp_path, monkeypatch
+):
   """The sample job (donated states, records copied to the host while the next chunk runs)
   writes, chunk by chunk, exactly the records of one chains.run over all the steps."""
   from test_glauber_job import small_config
 
   from glauber.jobs import sample as sample_job
+
   seen = {}
   real_sample = sample_job.sample
 
   def spy(config, rd, model, spec_, x0_BL):
     seen.update(model=model, spec=spec_, x0=x0_BL)
     return real_sample(config, rd, model, spec_, x0_BL)
+
   monkeypatch.setattr(sample_job, "sample", spy)
   config = small_config(splade_dir, mode="plain", record_logprobs=True)
   sample_job.run(config, str(tmp_path))
   written = recording.Trajectory(tmp_path).load()
   num_records = config.num_steps // config.record_every
-  _, rec = chains.run(jax.random.key(config.seed), seen["model"], seen["spec"],
-                      chains.init_state(seen["x0"]), num_records, config.record_every,
-                      record_logprobs=True)
+  _, rec = chains.run(
+    jax.random.key(config.seed),
+    seen["model"],
+    seen["spec"],
+    chains.init_state(seen["x0"]),
+    num_records,
+    config.record_every,
+    record_logprobs=True,
+  )
   np.testing.assert_array_equal(written["tokens_RBN"], rec.tokens_RBN)
   np.testing.assert_array_equal(written["logp_RBN"], rec.logp_RBN)
-  np.testing.assert_array_equal(written["steps_R"],
-                                config.record_every * (1 + np.arange(num_records)))
+  np.testing.assert_array_equal(
+    written["steps_R"], config.record_every * (1 + np.arange(num_records))
+  )

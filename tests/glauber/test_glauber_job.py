@@ -20,6 +20,7 @@ from gmlm.checks import ConfigError, UserError
 @pytest.fixture(scope="module")
 def tokenizer(splade_dir):
   from transformers import AutoTokenizer
+
   return AutoTokenizer.from_pretrained(str(splade_dir))
 
 
@@ -34,7 +35,7 @@ def test_init_text_is_texts_a_file_or_a_missing_path_error(tmp_path, monkeypatch
   for missing in ("texts/start", "start.txt", "./start", "my texts/start.lines"):
     with pytest.raises(UserError, match=rf"init text file '{re.escape(missing)}' does not exist"):
       init_states.read_texts(missing)
-  (tmp_path / "start").write_text("a first text\n\nsecond text\n")   # a file, any name
+  (tmp_path / "start").write_text("a first text\n\nsecond text\n")  # a file, any name
   assert init_states.read_texts("start") == ["a first text", "second text"]
   (tmp_path / "bad.txt").write_bytes(b"fine\nnot \xff fine\n")
   with pytest.raises(UserError, match=r"bad.txt, line 2: not valid UTF-8 \(byte 0xff at column 5"):
@@ -49,9 +50,11 @@ def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
   x = init_states.from_text(tokenizer, lay, ["one two three four five six", "a b c d"], 3)
   assert x.shape == (3, lay.length) and (x[0] == x[2]).all()
   assert x[0, 0] == tokenizer.cls_token_id and x[0, -1] == tokenizer.sep_token_id
-  assert tokenizer.decode(x[0, lay.offset:-1]) == "one two three four"
+  assert tokenizer.decode(x[0, lay.offset : -1]) == "one two three four"
   assert init_states.text_cuts(tokenizer, lay, ["one two three four five six", "a b c d"]) == [
-      {"kept": "one two three four", "tokens_cut": 2}, {"kept": "a b c d", "tokens_cut": 0}]
+    {"kept": "one two three four", "tokens_cut": 2},
+    {"kept": "a b c d", "tokens_cut": 0},
+  ]
   with pytest.raises(ValueError, match="'too short'.*fewer than n = 4"):
     init_states.from_text(tokenizer, lay, ["too short"], 2)
   padded = init_states.from_text(tokenizer, lay, ["too short"], 2, pad=True)
@@ -68,10 +71,10 @@ def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
     Layout.from_tokenizer(tokenizer, 20, "a b", max_length=16)
   with pytest.raises(ValueError, match="prefix .* leaves no room"):
     Layout.from_tokenizer(tokenizer, 2, "a b c d e f g h i j k l m n o p", max_length=16)
-  assert (init_states.all_mask(lay, 2)[:, lay.offset:-1] == tokenizer.mask_token_id).all()
+  assert (init_states.all_mask(lay, 2)[:, lay.offset : -1] == tokenizer.mask_token_id).all()
   cands = chains.candidate_ids(tokenizer)
   r = init_states.random_tokens(np.random.default_rng(0), lay, cands, 5)
-  assert np.isin(r[:, lay.offset:-1], cands).all()
+  assert np.isin(r[:, lay.offset : -1], cands).all()
 
 
 def test_candidates_exclude_specials_and_unused(tokenizer):
@@ -88,8 +91,9 @@ def test_trajectory_chunks_and_checkpoints_round_trip(tmp_path):
   traj.drop_from(2)
   data = traj.load()
   assert data["steps_R"].tolist() == [1, 2, 3, 4] and data["tokens_RBN"].shape == (4, 4, 3)
-  state = chains.ChainState(jax.numpy.arange(12).reshape(4, 3), jax.numpy.full(4, 7),
-                            jax.numpy.int32(9))
+  state = chains.ChainState(
+    jax.numpy.arange(12).reshape(4, 3), jax.numpy.full(4, 7), jax.numpy.int32(9)
+  )
   ckpt = recording.checkpoints(tmp_path)
   assert recording.restore(ckpt, state) is None
   recording.save(ckpt, 2, state)
@@ -100,6 +104,7 @@ def test_trajectory_chunks_and_checkpoints_round_trip(tmp_path):
 
 def small_config(splade_dir, **kw):
   from configs.glauber import get_config
+
   c = get_config()
   c.model = str(splade_dir)
   c.num_sites, c.num_chains, c.num_steps, c.record_every, c.chunk_records = 6, 4, 40, 5, 2
@@ -139,6 +144,7 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
     calls.append(chunk)
     if chunk == 2:
       raise KeyboardInterrupt
+
   monkeypatch.setattr(recording, "save", crash)
   with pytest.raises(KeyboardInterrupt):
     sample_job.run(small_config(splade_dir), str(tmp_path / "b"))
@@ -150,8 +156,10 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
 
 
 def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, minilm_dir, tmp_path):
-  res = sample_job.run(small_config(splade_dir, embedding_model=str(minilm_dir), num_steps=10,
-                                    num_chains=2), str(tmp_path))
+  res = sample_job.run(
+    small_config(splade_dir, embedding_model=str(minilm_dir), num_steps=10, num_chains=2),
+    str(tmp_path),
+  )
   assert (tmp_path / "drift.png").stat().st_size > 1000
   assert 0.0 < res["final_mean_drift"] < 2.0
   assert "![semantic drift](drift.png)" in (tmp_path / "report.md").read_text()
@@ -160,8 +168,10 @@ def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, minilm_d
 def test_auto_mode_follows_the_threshold_and_runs_rejection_free(splade_dir, tmp_path):
   res = sample_job.run(small_config(splade_dir, num_steps=20, record_every=10), str(tmp_path / "a"))
   assert res["mode"] == "plain" and res["median_stay_probability_at_start"] < 5 / 6
-  res = sample_job.run(small_config(splade_dir, num_steps=20, record_every=10, temperature=0.3,
-                                    auto_threshold=1e-9), str(tmp_path / "b"))
+  res = sample_job.run(
+    small_config(splade_dir, num_steps=20, record_every=10, temperature=0.3, auto_threshold=1e-9),
+    str(tmp_path / "b"),
+  )
   assert res["mode"] == "rejection_free" and res["num_steps"] == 20
   data = recording.Trajectory(tmp_path / "b").load()
   assert data["steps_R"].tolist() == [10, 20]
@@ -180,6 +190,7 @@ def test_job_rejects_bad_inputs(splade_dir, tmp_path):
 
 def _config(name: str, **overrides):
   import importlib
+
   c = importlib.import_module(f"configs.{name}").get_config()
   for key, value in overrides.items():
     node = c
@@ -190,7 +201,9 @@ def _config(name: str, **overrides):
   return c
 
 
-@pytest.mark.parametrize("name,entry,key,value", [
+@pytest.mark.parametrize(
+  "name,entry,key,value",
+  [
     ("glauber", "sample.py", "temperature", -1.0),
     ("glauber", "sample.py", "num_chains", 0),
     ("glauber", "sample.py", "mode", "fast"),
@@ -205,9 +218,11 @@ def _config(name: str, **overrides):
     ("mlm_minilm", "train.py", "learning_rate", 0.0),
     ("mlm_minilm", "train.py", "data.path", "no/such/file.txt"),
     ("mlm_default", "train.py", "data.eval_fraction", 1.5),
-])
+  ],
+)
 def test_bad_config_values_are_refused_before_anything_is_loaded_or_written(
-    tmp_path, name, entry, key, value):
+  tmp_path, name, entry, key, value
+):
   workdir = tmp_path / "run"
   with pytest.raises(ConfigError) as e:
     cli.run(_config(name, **{key: value}), str(workdir), entry)
@@ -219,9 +234,16 @@ def test_bad_config_values_are_refused_before_anything_is_loaded_or_written(
 def test_coupling_job_reports_every_cell(splade_dir, tmp_path):
   from configs.glauber_coupling import get_config
   from glauber.jobs import coupling as coupling_job
+
   c = get_config()
   c.model, c.num_sites, c.temperatures, c.num_pairs, c.num_steps, c.record_every = (
-      str(splade_dir), [3], [0.5, 50.0], 4, 40, 10)
+    str(splade_dir),
+    [3],
+    [0.5, 50.0],
+    4,
+    40,
+    10,
+  )
   res = coupling_job.run(c, str(tmp_path))
   assert len(res["rows"]) == 2 and (tmp_path / "coupling_time.png").exists()
   assert res["rows"][1]["fraction coupled"] >= res["rows"][0]["fraction coupled"]

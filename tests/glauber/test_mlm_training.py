@@ -8,28 +8,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_util import save_tiny, torch_logits
 
 from glauber.mlm import training as mlm_training
 from gmlm import cli
 from gmlm import nn as gm
 from gmlm.checks import UserError
-from models_util import save_tiny, torch_logits
 
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-CORPUS = ["the cat sat on the mat and looked at the dog",
-          "the dog sat on the rug and looked at the cat",
-          "a bird sang in the tree and the cat listened"] * 40
+CORPUS = [
+  "the cat sat on the mat and looked at the dog",
+  "the dog sat on the rug and looked at the cat",
+  "a bird sang in the tree and the cat listened",
+] * 40
 
 
 def test_invalid_utf8_in_the_training_text_names_the_file_and_line(tmp_path):
   """It was read with errors="replace": the bad bytes trained silently as U+FFFD."""
   path = tmp_path / "lines.txt"
   path.write_bytes(b"a long enough first line\r\nshort\nthe second \xc3( line\n")
-  with pytest.raises(UserError, match=r"lines.txt, line 3: not valid UTF-8 \(byte 0xc3 at "
-                                      r"column 12\)"):
+  with pytest.raises(
+    UserError,
+    match=r"lines.txt, line 3: not valid UTF-8 \(byte 0xc3 at "
+    r"column 12\)",
+  ):
     mlm_training.read_lines(str(path), min_chars=6)
   path.write_bytes(b"a long enough first line\r\nshort\n")
   assert mlm_training.read_lines(str(path), min_chars=6) == ["a long enough first line"]
@@ -46,8 +51,9 @@ def test_positions_are_distinct_maskable_and_at_most_k():
 
 def test_mask_tokens_replaces_exactly_the_valid_positions():
   tokens = jnp.arange(12).reshape(2, 6)
-  out = mlm_training.mask_tokens(tokens, jnp.array([[1, 3], [2, 0]]),
-                                 jnp.array([[True, True], [True, False]]), 99)
+  out = mlm_training.mask_tokens(
+    tokens, jnp.array([[1, 3], [2, 0]]), jnp.array([[True, True], [True, False]]), 99
+  )
   expected = np.arange(12).reshape(2, 6)
   expected[0, [1, 3]] = 99
   expected[1, 2] = 99
@@ -61,8 +67,9 @@ def test_kpl_loss_is_the_mean_negative_log_prob_of_the_masked_tokens(tmp_path):
   tokens = jnp.asarray(rng.integers(5, 97, (2, 10)), jnp.int32)
   mask = jnp.ones((2, 10), jnp.int32)
   key, special = jax.random.key(3), jnp.array([0, 1, 2], jnp.int32)
-  loss, _ = jax.jit(mlm_training.kpl_loss, static_argnums=(4, 5))(model, tokens, mask, key, 3, 4,
-                                                                 special)
+  loss, _ = jax.jit(mlm_training.kpl_loss, static_argnums=(4, 5))(
+    model, tokens, mask, key, 3, 4, special
+  )
   pos, valid = mlm_training.choose_positions(key, mlm_training.maskable(tokens, mask, special), 3)
   masked = mlm_training.mask_tokens(tokens, pos, valid, 4)
   logp = jax.nn.log_softmax(gm.full_logits(model, masked, mask), -1)
@@ -87,6 +94,7 @@ def tiny_setup(tmp_path):
   text = tmp_path / "text.txt"
   text.write_text("\n".join(CORPUS))
   from configs.mlm_minilm import get_config
+
   c = get_config()
   c.model, c.data.path = str(d), str(text)
   c.k, c.seq_len, c.batch_size, c.num_steps = 2, 16, 8, 30
@@ -106,6 +114,7 @@ def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path, monkeypatch)
       raise KeyboardInterrupt
     calls.append(1)
     return real_step(*args)
+
   monkeypatch.setattr(mlm_training, "train_step", killed_after_17)
   with pytest.raises(KeyboardInterrupt):
     cli.run(c, str(workdir), "train.py")
@@ -124,7 +133,9 @@ def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path, monkeypatch)
   enc = tok(["the cat sat on the [MASK]"], return_tensors="np")
   np.testing.assert_allclose(
     np.asarray(gm.full_logits(ours, enc["input_ids"], enc["attention_mask"])),
-    torch_logits(theirs, enc["input_ids"], enc["attention_mask"]), atol=1e-4)
+    torch_logits(theirs, enc["input_ids"], enc["attention_mask"]),
+    atol=1e-4,
+  )
   # A run of another config into the same workdir is refused; its config.json stays.
   config_json = (workdir / "config.json").read_text()
   c.learning_rate = 1e-3

@@ -17,8 +17,9 @@ REPO = cli.Path(__file__).resolve().parents[2]
 
 
 def entry(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
-                        timeout=120)
+  return subprocess.run(
+    [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+  )
 
 
 @pytest.fixture()
@@ -27,7 +28,8 @@ def toy_job(tmp_path, monkeypatch):
   pkg = tmp_path / "toyjobs"
   pkg.mkdir()
   (pkg / "__init__.py").write_text("")
-  (pkg / "sample.py").write_text(textwrap.dedent('''
+  (pkg / "sample.py").write_text(
+    textwrap.dedent('''
       from gmlm import checks
       from gmlm.runs import RunDir
       ENTRY_POINT = "sample.py"
@@ -37,7 +39,8 @@ def toy_job(tmp_path, monkeypatch):
       def run(config, workdir):
         CALLS.append(config.x)
         RunDir(workdir, config).write_results({"x": config.x})
-      '''))
+      ''')
+  )
   monkeypatch.syspath_prepend(str(tmp_path))
   yield lambda **kw: ml_collections.ConfigDict({"job": "toyjobs.sample", "x": 1, **kw})
   sys.modules.pop("toyjobs.sample", None)
@@ -49,6 +52,7 @@ def test_a_bad_value_is_refused_before_the_job_runs_or_the_workdir_exists(toy_jo
     cli.run(toy_job(x=-1), str(tmp_path / "w"), "sample.py")
   assert not (tmp_path / "w").exists()
   import toyjobs.sample
+
   assert toyjobs.sample.CALLS == []
   cli.run(toy_job(x=2), str(tmp_path / "w"), "sample.py")
   assert toyjobs.sample.CALLS == [2]
@@ -59,6 +63,7 @@ def test_a_workdir_of_another_config_is_refused_before_the_job_runs(toy_job, tmp
   with pytest.raises(UserError, match="different config"):
     cli.run(toy_job(x=3), str(tmp_path / "w"), "sample.py")
   import toyjobs.sample
+
   assert toyjobs.sample.CALLS == [2]
 
 
@@ -93,13 +98,18 @@ def test_help_exits_0_and_lists_this_entry_points_configs():
   assert "configs/glauber.py" not in r.stdout
 
 
-@pytest.mark.parametrize("args,says", [
+@pytest.mark.parametrize(
+  "args,says",
+  [
     (["--config", "configs/nope.py", "--workdir", "W"], "--config=configs/nope.py: no such file"),
-    (["--config", "configs/padir_bible_en_es.py", "--workdir", "W"],
-     "run it with `python train.py"),
+    (
+      ["--config", "configs/padir_bible_en_es.py", "--workdir", "W"],
+      "run it with `python train.py",
+    ),
     (["--config", "configs/ising_hitting.py", "--workdir", "W", "--config.nope=1"], "nope"),
     (["--workdir", "W"], "--config is required"),
-])
+  ],
+)
 def test_user_errors_are_one_line_and_touch_nothing(args, says, tmp_path):
   workdir = tmp_path / "W"
   r = entry("sample.py", *[str(workdir) if a == "W" else a for a in args])

@@ -21,7 +21,8 @@ def test_untied_head_round_trips_through_transformers(tiny_checkpoint, tmp_path,
   again = getattr(transformers, arch).from_pretrained(str(tmp_path)).eval()
   tokens, mask = batch(again.config)
   want = torch_logits(tiny_torch_model(arch, **overrides), tokens, mask)
-  np.testing.assert_allclose(torch_logits(again, tokens, mask)[mask == 1], want[mask == 1],
-                             atol=1e-5, rtol=0)
+  np.testing.assert_allclose(
+    torch_logits(again, tokens, mask)[mask == 1], want[mask == 1], atol=1e-5, rtol=0
+  )
   ours = np.asarray(gm.full_logits(gm.load_model(tmp_path), tokens, mask))
   np.testing.assert_allclose(ours[mask == 1], want[mask == 1], atol=1e-4, rtol=0)

@@ -45,8 +45,11 @@ def test_hub_id_resolves_from_the_local_cache_when_offline(bert_dir, tmp_path, m
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")
   model, _ = gm.load("someone/tiny-bert", cache_dir=str(tmp_path / "hub"))
   tokens, mask = batch(torch_model.config)
-  np.testing.assert_allclose(np.asarray(gm.full_logits(model, tokens, mask))[mask == 1],
-                             torch_logits(torch_model, tokens, mask)[mask == 1], atol=1e-4)
+  np.testing.assert_allclose(
+    np.asarray(gm.full_logits(model, tokens, mask))[mask == 1],
+    torch_logits(torch_model, tokens, mask)[mask == 1],
+    atol=1e-4,
+  )
 
 
 def test_hub_id_missing_from_the_offline_cache_says_how_to_get_it(tmp_path, monkeypatch):
@@ -61,8 +64,9 @@ def test_missing_directory_is_not_mistaken_for_a_hub_id(tmp_path):
 
 
 def test_unknown_architecture_names_the_value_and_the_supported_ones(bert_dir, tmp_path):
-  d = _edit_config(bert_dir[0], tmp_path / "t5", architectures=["T5ForConditionalGeneration"],
-                   model_type="t5")
+  d = _edit_config(
+    bert_dir[0], tmp_path / "t5", architectures=["T5ForConditionalGeneration"], model_type="t5"
+  )
   with pytest.raises(ValueError, match=r"T5ForConditionalGeneration.*'t5'.*BertForMaskedLM"):
     gm.load(d)
 
@@ -87,6 +91,7 @@ def test_missing_config_json_is_reported(tmp_path):
 
 def test_pytorch_bin_is_read_only_when_the_caller_opts_in(bert_dir, tmp_path):
   import torch
+
   directory, torch_model = bert_dir
   d = tmp_path / "bin"
   d.mkdir()
@@ -96,14 +101,20 @@ def test_pytorch_bin_is_read_only_when_the_caller_opts_in(bert_dir, tmp_path):
     gm.load(d)
   model, _ = gm.load(d, allow_pickle=True)
   tokens, mask = batch(torch_model.config)
-  np.testing.assert_allclose(np.asarray(gm.full_logits(model, tokens, mask))[mask == 1],
-                             torch_logits(torch_model, tokens, mask)[mask == 1], atol=1e-4)
+  np.testing.assert_allclose(
+    np.asarray(gm.full_logits(model, tokens, mask))[mask == 1],
+    torch_logits(torch_model, tokens, mask)[mask == 1],
+    atol=1e-4,
+  )
 
 
 def test_shape_mismatch_names_the_tensor_and_both_shapes(bert_dir, tmp_path):
   d = _edit_config(bert_dir[0], tmp_path / "wide", intermediate_size=80)
-  with pytest.raises(ValueError, match=r"'bert\.encoder\.layer\.0\.intermediate\.dense\.weight'.*"
-                                       r"\(64, 32\).*\(80, 32\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"'bert\.encoder\.layer\.0\.intermediate\.dense\.weight'.*"
+    r"\(64, 32\).*\(80, 32\)",
+  ):
     gm.load(d)
 
 
@@ -132,9 +143,17 @@ def test_encoder_without_head_refuses_logits_but_encodes(bert_dir, tmp_path):
 
 
 def test_from_config_builds_a_trainable_random_model():
-  model = gm.from_config({"architectures": ["BertForMaskedLM"], "vocab_size": 50,
-                          "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-                          "intermediate_size": 32, "max_position_embeddings": 8})
+  model = gm.from_config(
+    {
+      "architectures": ["BertForMaskedLM"],
+      "vocab_size": 50,
+      "hidden_size": 16,
+      "num_hidden_layers": 1,
+      "num_attention_heads": 2,
+      "intermediate_size": 32,
+      "max_position_embeddings": 8,
+    }
+  )
   logits = jax.jit(gm.full_logits)(model, jnp.ones((2, 8), jnp.int32))
   assert logits.shape == (2, 8, 50) and np.isfinite(np.asarray(logits)).all()
 
@@ -142,6 +161,7 @@ def test_from_config_builds_a_trainable_random_model():
 @pytest.mark.parametrize("damage", ["truncated", "header bit flip"])
 def test_corrupt_safetensors_is_one_user_error_naming_the_file(tiny_checkpoint, tmp_path, damage):
   from gmlm.checks import UserError
+
   d = tmp_path / "corrupt"
   shutil.copytree(tiny_checkpoint("BertForMaskedLM"), d)
   raw = bytearray((d / "model.safetensors").read_bytes())
@@ -150,29 +170,43 @@ def test_corrupt_safetensors_is_one_user_error_naming_the_file(tiny_checkpoint, 
   else:
     raw[20] ^= 0xFF  # inside the JSON header
   (d / "model.safetensors").write_bytes(bytes(raw))
-  with pytest.raises(UserError, match=r"model\.safetensors is not a readable safetensors file.*"
-                                      r"truncated or corrupt.*download the checkpoint again"):
+  with pytest.raises(
+    UserError,
+    match=r"model\.safetensors is not a readable safetensors file.*"
+    r"truncated or corrupt.*download the checkpoint again",
+  ):
     gm.load(d)
 
 
 @pytest.mark.parametrize("typo", ["./models/bert", "models/bert"])
 def test_mistyped_relative_path_is_reported_missing_not_looked_up_on_the_hub(
-    tmp_path, monkeypatch, typo):
+  tmp_path, monkeypatch, typo
+):
   import huggingface_hub
 
   from gmlm.checks import UserError
+
   (tmp_path / "models" / "bert-tiny").mkdir(parents=True)
   monkeypatch.chdir(tmp_path)
-  monkeypatch.setattr(huggingface_hub, "snapshot_download",
-                      lambda *a, **k: pytest.fail("a local path was looked up on the Hub"))
-  with pytest.raises(UserError, match=rf"{tmp_path / 'models' / 'bert'} does not exist; "
-                                      rf"{tmp_path / 'models'} holds: bert-tiny/"):
+  monkeypatch.setattr(
+    huggingface_hub,
+    "snapshot_download",
+    lambda *a, **k: pytest.fail("a local path was looked up on the Hub"),
+  )
+  with pytest.raises(
+    UserError,
+    match=rf"{tmp_path / 'models' / 'bert'} does not exist; "
+    rf"{tmp_path / 'models'} holds: bert-tiny/",
+  ):
     gm.load(typo)
 
 
 def test_hub_failure_also_says_the_name_is_not_a_local_path(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-  with pytest.raises(FileNotFoundError, match=r"not a local path \(.*someone/absent does not "
-                                              r"exist.*\) and the Hub lookup failed"):
+  with pytest.raises(
+    FileNotFoundError,
+    match=r"not a local path \(.*someone/absent does not "
+    r"exist.*\) and the Hub lookup failed",
+  ):
     gm.load("someone/absent", cache_dir=str(tmp_path / "hub"))

@@ -31,10 +31,12 @@ def _bert_logits(model, tokens_BL, mask_BL, types_BL):
 ACTIVATIONS = ("gelu", "relu", "gelu_new", "silu", "gelu_pytorch_tanh", "swish", "gelu_fast")
 # architecture -> the config keys that name its activations
 ACTIVATION_KEYS = {
-  "BertForMaskedLM": ("hidden_act",), "RobertaForMaskedLM": ("hidden_act",),
+  "BertForMaskedLM": ("hidden_act",),
+  "RobertaForMaskedLM": ("hidden_act",),
   "XLMRobertaForMaskedLM": ("hidden_act",),
   "ModernBertForMaskedLM": ("hidden_activation", "classifier_activation"),
-  "GPT2LMHeadModel": ("activation_function",), "LlamaForCausalLM": ("hidden_act",),
+  "GPT2LMHeadModel": ("activation_function",),
+  "LlamaForCausalLM": ("hidden_act",),
 }
 # ModernBERT: 6 layers alternating global / local (3 periods), local window +-4, length 40.
 LONG = {"ModernBertForMaskedLM": dict(num_hidden_layers=6, global_attn_every_n_layers=2)}
@@ -64,15 +66,16 @@ def _padded(config, L: int, left: bool = False, seed: int = 1):
   mask = np.zeros((4, L), np.int64)
   for b, n in enumerate(lengths):
     if left:
-      mask[b, L - n:] = 1
+      mask[b, L - n :] = 1
     else:
       mask[b, :n] = 1
   pad = config.pad_token_id if config.pad_token_id is not None else 0
   return np.where(mask == 1, tokens, pad), mask
 
 
-@pytest.mark.parametrize("arch,act,untied", _matrix(marks=True),
-                         ids=lambda v: {True: "untied", False: "tied"}.get(v, v))
+@pytest.mark.parametrize(
+  "arch,act,untied", _matrix(marks=True), ids=lambda v: {True: "untied", False: "tied"}.get(v, v)
+)
 def test_logits_match_pytorch(tmp_path, arch, act, untied):
   overrides = {k: act for k in ACTIVATION_KEYS[arch]}
   overrides.update(LONG.get(arch, {}), tie_word_embeddings=not untied)
@@ -100,6 +103,7 @@ def test_logits_match_pytorch(tmp_path, arch, act, untied):
 
 def test_matrix_covers_every_supported_activation_and_both_heads():
   from gmlm.nn._layers import activation
+
   supported = {name for name in ACTIVATIONS if activation(name)}
   for arch in TINY:
     cases = [(act, untied) for a, act, untied in _matrix() if a == arch]
@@ -122,8 +126,9 @@ def test_masked_logits_are_full_logits_at_those_positions(checkpoints, arch):
   tokens, mask = batch(model.config, B=4)
   positions = np.array([[0, 5, 12], [12, 1, 7], [19, 19, 3], [2, 4, 6]])
   full = np.asarray(_full(model, jnp.asarray(tokens), jnp.asarray(mask)))
-  masked = np.asarray(_masked(model, jnp.asarray(tokens), jnp.asarray(positions),
-                              jnp.asarray(mask)))
+  masked = np.asarray(
+    _masked(model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask))
+  )
   assert masked.shape == (4, 3, model.config.vocab_size)
   expected = np.take_along_axis(full, positions[..., None], axis=1)
   np.testing.assert_allclose(masked, expected, atol=1e-5, rtol=0)
@@ -132,17 +137,22 @@ def test_masked_logits_are_full_logits_at_those_positions(checkpoints, arch):
 def test_large_batches_run_in_chunks_with_the_same_logits(checkpoints, monkeypatch):
   """With the chunk limit at 2 sequences, a batch of 6 runs as 3 chunks of rows {j, j+3}."""
   from gmlm.nn import masked
+
   model, _ = gm.load(checkpoints["BertForMaskedLM"][0])
   tokens, mask = batch(model.config, B=6)
   L = tokens.shape[1]
   monkeypatch.setattr(masked, "CPU_CHUNK_TOKENS", 2 * L)
   assert masked._num_chunks(6, L, 2 * L) == 3 and masked._num_chunks(7, L, 5 * L) == 1  # 7 is prime
   positions = np.array([[0, 5], [12, 1], [19, 3], [2, 6], [7, 7], [4, 9]])
-  chunked = np.asarray(jax.jit(gm.masked_logits.__wrapped__)(
-      model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask)))
+  chunked = np.asarray(
+    jax.jit(gm.masked_logits.__wrapped__)(
+      model, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(mask)
+    )
+  )
   full = np.asarray(_full(model, jnp.asarray(tokens), jnp.asarray(mask)))
-  np.testing.assert_allclose(chunked, np.take_along_axis(full, positions[..., None], axis=1),
-                             atol=1e-5, rtol=0)
+  np.testing.assert_allclose(
+    chunked, np.take_along_axis(full, positions[..., None], axis=1), atol=1e-5, rtol=0
+  )
 
 
 def test_masked_logits_vmap_over_sequences_equals_batch(checkpoints):
@@ -158,6 +168,7 @@ def test_masked_logits_vmap_over_sequences_equals_batch(checkpoints):
 @pytest.mark.parametrize("arch", CAUSAL)
 def test_sequence_logprob_is_the_sum_of_pytorch_next_token_logprobs(checkpoints, arch):
   import torch
+
   directory, torch_model = checkpoints[arch]
   model, _ = gm.load(directory)
   tokens, mask = batch(torch_model.config)
@@ -184,8 +195,9 @@ def test_sharded_checkpoint_loads_like_a_single_file(checkpoints, tmp_path):
   one, _ = gm.load(directory)
   shards, _ = gm.load(tmp_path / "shards")
   tokens, mask = batch(one.config)
-  np.testing.assert_array_equal(np.asarray(_full(shards, tokens, mask)),
-                                np.asarray(_full(one, tokens, mask)))
+  np.testing.assert_array_equal(
+    np.asarray(_full(shards, tokens, mask)), np.asarray(_full(one, tokens, mask))
+  )
 
 
 def test_bfloat16_compute_stays_close_to_float32(checkpoints):
@@ -203,16 +215,22 @@ def test_bfloat16_compute_stays_close_to_float32(checkpoints):
 def test_bfloat16_checkpoint_loads_into_float32_params(tmp_path):
   import torch
   import transformers
+
   save_tiny("LlamaForCausalLM", tmp_path / "f32")
-  transformers.LlamaForCausalLM.from_pretrained(str(tmp_path / "f32"), dtype=torch.bfloat16) \
-    .save_pretrained(str(tmp_path / "bf16"))
-  reference = transformers.LlamaForCausalLM.from_pretrained(str(tmp_path / "bf16"),
-                                                           dtype=torch.float32).eval()
+  transformers.LlamaForCausalLM.from_pretrained(
+    str(tmp_path / "f32"), dtype=torch.bfloat16
+  ).save_pretrained(str(tmp_path / "bf16"))
+  reference = transformers.LlamaForCausalLM.from_pretrained(
+    str(tmp_path / "bf16"), dtype=torch.float32
+  ).eval()
   model, _ = gm.load(tmp_path / "bf16")
   assert model.word_VD.dtype == jnp.float32
   tokens, mask = batch(reference.config)
-  np.testing.assert_allclose(np.asarray(_causal(model, tokens, mask))[mask == 1],
-                             torch_logits(reference, tokens, mask)[mask == 1], atol=1e-4)
+  np.testing.assert_allclose(
+    np.asarray(_causal(model, tokens, mask))[mask == 1],
+    torch_logits(reference, tokens, mask)[mask == 1],
+    atol=1e-4,
+  )
 
 
 def test_exact_gelu_matches_the_float64_closed_form():
@@ -221,6 +239,7 @@ def test_exact_gelu_matches_the_float64_closed_form():
   import math
 
   from gmlm.nn._layers import activation
+
   x = np.linspace(-12.0, 12.0, 48001, dtype=np.float32)
   exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x.astype(np.float64)])
   ours = np.asarray(activation("gelu")(jnp.asarray(x)), np.float64)
@@ -230,9 +249,11 @@ def test_exact_gelu_matches_the_float64_closed_form():
 
 def test_heads_output_projection_is_the_sum_over_heads():
   from gmlm.nn._layers import merge_heads
+
   rng = np.random.default_rng(0)
   a_BLNH = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
   o_NHD = rng.standard_normal((3, 4, 6)).astype(np.float32)
   want = np.einsum("blnh,nhd->bld", a_BLNH.astype(np.float64), o_NHD.astype(np.float64))
-  np.testing.assert_allclose(np.asarray(merge_heads(jnp.asarray(a_BLNH), jnp.asarray(o_NHD))),
-                             want, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(merge_heads(jnp.asarray(a_BLNH), jnp.asarray(o_NHD))), want, rtol=1e-5, atol=1e-5
+  )

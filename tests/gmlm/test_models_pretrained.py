@@ -16,8 +16,12 @@ from gmlm import nn as gm
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",
-             "The girl is carrying a baby.", "A monkey is playing drums, loudly and badly."]
+SENTENCES = [
+  "A man is eating food.",
+  "A man is eating a piece of bread.",
+  "The girl is carrying a baby.",
+  "A monkey is playing drums, loudly and badly.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +69,16 @@ def test_bert_tokenizer_round_trip_and_special_tokens(minilm):
 def test_splade_tiny_mlm_logits_match_pytorch(splade):
   d, model, tokenizer = splade
   ref_model = transformers.BertForMaskedLM.from_pretrained(str(d)).eval()
-  enc = tokenizer(["The sky is [MASK] today.", "Paris is the [MASK] of France, they say."],
-                  padding=True, return_tensors="np")
+  enc = tokenizer(
+    ["The sky is [MASK] today.", "Paris is the [MASK] of France, they say."],
+    padding=True,
+    return_tensors="np",
+  )
   tokens, mask = enc["input_ids"], enc["attention_mask"]
   with torch.no_grad():
-    ref = ref_model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits.numpy()
+    ref = ref_model(
+      input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask)
+    ).logits.numpy()
   ours = np.asarray(jax.jit(gm.full_logits)(model, tokens, mask))
   assert np.abs(ref).max() > 10
   np.testing.assert_allclose(ours[mask == 1], ref[mask == 1], atol=1e-4, rtol=0)
@@ -99,6 +108,7 @@ def test_llama_gguf_tokenizer_round_trip_and_special_tokens(smollm2):
 @pytest.mark.slow  # ~70 s: both sides dequantise the 4-bit file
 def test_smollm2_gguf_logits_match_transformers_gguf_loader(smollm2):
   from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
   path, tok = smollm2
   model = gm.load_model(path)
   assert model.config.num_kv_heads == 3 and model.config.num_heads == 9  # grouped-query attention
@@ -110,9 +120,15 @@ def test_smollm2_gguf_logits_match_transformers_gguf_loader(smollm2):
   enc = tok(["The capital of France is Paris.", "Hello world"], padding=True, return_tensors="np")
   tokens, mask = enc["input_ids"], enc["attention_mask"]
   with torch.no_grad():
-    ref = ref_model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits.numpy()
+    ref = ref_model(
+      input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask)
+    ).logits.numpy()
   ours = np.asarray(jax.jit(gm.causal_logits)(model, tokens, mask))
   np.testing.assert_allclose(ours[mask == 1], ref[mask == 1], atol=1e-3, rtol=0)  # 30 layers
   logp = torch.log_softmax(torch.tensor(ref), -1).numpy()
-  ref_seq = (np.take_along_axis(logp[:, :-1], tokens[:, 1:, None], -1)[..., 0] * mask[:, 1:]).sum(-1)
-  np.testing.assert_allclose(np.asarray(gm.sequence_logprob(model, tokens, mask)), ref_seq, atol=1e-3)
+  ref_seq = (np.take_along_axis(logp[:, :-1], tokens[:, 1:, None], -1)[..., 0] * mask[:, 1:]).sum(
+    -1
+  )
+  np.testing.assert_allclose(
+    np.asarray(gm.sequence_logprob(model, tokens, mask)), ref_seq, atol=1e-3
+  )

@@ -17,9 +17,11 @@ pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-CORPUS = ["Glauber dynamics resamples one site at a time.",
-          "A masked language model predicts the missing words of a sentence.",
-          "The quick brown fox jumps over the lazy dog."] * 20
+CORPUS = [
+  "Glauber dynamics resamples one site at a time.",
+  "A masked language model predicts the missing words of a sentence.",
+  "The quick brown fox jumps over the lazy dog.",
+] * 20
 TEXT = "The fox resamples  a sentence: naïve café!"
 
 
@@ -34,7 +36,9 @@ def _byte_bpe(directory, special):
 def roberta(tmp_path_factory):
   d = tmp_path_factory.mktemp("roberta")
   V = _byte_bpe(d, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-  transformers.RobertaTokenizerFast(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(str(d))
+  transformers.RobertaTokenizerFast(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(
+    str(d)
+  )
   return d, save_tiny("RobertaForMaskedLM", d, vocab_size=V)
 
 
@@ -42,7 +46,9 @@ def roberta(tmp_path_factory):
 def gpt2(tmp_path_factory):
   d = tmp_path_factory.mktemp("gpt2")
   V = _byte_bpe(d, ["<|endoftext|>"])
-  transformers.GPT2TokenizerFast(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(str(d))
+  transformers.GPT2TokenizerFast(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(
+    str(d)
+  )
   return d, save_tiny("GPT2LMHeadModel", d, vocab_size=V, bos_token_id=0, eos_token_id=0)
 
 
@@ -54,13 +60,27 @@ def modernbert(tmp_path_factory):
   bpe = tokenizers.ByteLevelBPETokenizer()
   bpe.train_from_iterator(CORPUS, vocab_size=300, min_frequency=1, special_tokens=special)
   bpe.post_processor = tokenizers.processors.TemplateProcessing(
-    single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
+  )
   tok = transformers.PreTrainedTokenizerFast(
-    tokenizer_object=bpe._tokenizer, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-    pad_token="[PAD]", mask_token="[MASK]")
+    tokenizer_object=bpe._tokenizer,
+    unk_token="[UNK]",
+    cls_token="[CLS]",
+    sep_token="[SEP]",
+    pad_token="[PAD]",
+    mask_token="[MASK]",
+  )
   tok.save_pretrained(str(d))
-  model = save_tiny("ModernBertForMaskedLM", d, vocab_size=bpe.get_vocab_size(), pad_token_id=3,
-                    cls_token_id=1, sep_token_id=2, bos_token_id=1, eos_token_id=2)
+  model = save_tiny(
+    "ModernBertForMaskedLM",
+    d,
+    vocab_size=bpe.get_vocab_size(),
+    pad_token_id=3,
+    cls_token_id=1,
+    sep_token_id=2,
+    bos_token_id=1,
+    eos_token_id=2,
+  )
   return d, model
 
 
@@ -107,6 +127,7 @@ def test_gpt2_tokenizer_round_trips_bytes_exactly(gpt2):
 
 def test_gpt2_text_sequence_logprob_matches_pytorch(gpt2):
   import torch
+
   directory, torch_model = gpt2
   model, tok = gm.load(directory)
   tok.pad_token = tok.eos_token

@@ -15,7 +15,7 @@ from gmlm.runs import RunDir, check_workdir, markdown_table
 
 def test_a_workdir_holding_another_config_is_refused_before_anything_is_written(tmp_path):
   rd = RunDir(tmp_path / "run", {"a": 1, "b": [1, 2]})
-  rd.log_metrics(0, {"x": 1.0})   # a killed run: no results.json
+  rd.log_metrics(0, {"x": 1.0})  # a killed run: no results.json
   before = {p.name: p.read_bytes() for p in rd.path.iterdir()}
   with pytest.raises(UserError, match="different config"):
     RunDir(tmp_path / "run", {"a": 2, "b": [1, 2]})
@@ -51,12 +51,13 @@ def _tensorboard_scalars(directory) -> list[tuple[int, str, float]]:
   """(step, tag, value) of every scalar in the event files, read from the TFRecord framing
   (uint64 length, uint32 crc, data, uint32 crc) with the Event protobuf."""
   from tensorboardX.proto import event_pb2
+
   out = []
   for path in sorted(directory.glob("events.*")):
     data, i = path.read_bytes(), 0
     while i < len(data):
-      (n,) = struct.unpack("<Q", data[i:i + 8])
-      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      (n,) = struct.unpack("<Q", data[i : i + 8])
+      event = event_pb2.Event.FromString(data[i + 12 : i + 12 + n])
       i += 12 + n + 4
       out += [(event.step, v.tag, round(v.simple_value, 6)) for v in event.summary.value]
   return out
@@ -67,16 +68,25 @@ def test_metrics_resume_keeps_one_curve_in_jsonl_and_tensorboard(tmp_path):
   for step in range(1, 6):
     rd.log_metrics(step, {"loss": 1.0 / step, "note": "text is not a scalar"})
   with open(tmp_path / "metrics.jsonl", "a") as f:
-    f.write('{"step": 6, "loss": 0.1')      # a line cut short by a kill
+    f.write('{"step": 6, "loss": 0.1')  # a line cut short by a kill
   rd.close()
   # The run resumes from its checkpoint at step 3: records past it go, in both sinks.
   rd = RunDir(tmp_path, {"a": 1}, tensorboard=True)
   assert rd.truncate_metrics(3) == 3
   rd.log_metrics(4, {"loss": 0.2})
   rd.close()
-  assert [(r["step"], r["loss"]) for r in rd.metrics()] == [(1, 1.0), (2, 0.5), (3, 1 / 3), (4, 0.2)]
+  assert [(r["step"], r["loss"]) for r in rd.metrics()] == [
+    (1, 1.0),
+    (2, 0.5),
+    (3, 1 / 3),
+    (4, 0.2),
+  ]
   assert _tensorboard_scalars(tmp_path / "tb") == [
-      (1, "loss", 1.0), (2, "loss", 0.5), (3, "loss", round(1 / 3, 6)), (4, "loss", 0.2)]
+    (1, "loss", 1.0),
+    (2, "loss", 0.5),
+    (3, "loss", round(1 / 3, 6)),
+    (4, "loss", 0.2),
+  ]
 
 
 def test_markdown_table_rounds_and_shows_float_noise_as_zero():
@@ -87,8 +97,10 @@ def test_markdown_table_rounds_and_shows_float_noise_as_zero():
 
 def test_savefig_writes_atomically_and_closes_the_figure(tmp_path):
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots()
   ax.plot([0, 1], [0, 1])
   p = RunDir(tmp_path).savefig(fig, "f.png")
@@ -100,7 +112,7 @@ def test_resumable_keys_may_change_between_the_legs_of_one_run(tmp_path):
   RunDir(tmp_path, first, resumable=("train.stop_at_step",))
   later = {"train": {"steps": 100, "stop_at_step": 80}, "seed": 0}
   with pytest.raises(UserError, match=r"\(train.stop_at_step differ"):
-    check_workdir(tmp_path, later)                       # not declared resumable: refused
+    check_workdir(tmp_path, later)  # not declared resumable: refused
   RunDir(tmp_path, later, resumable=("train.stop_at_step",))
   assert json.loads((tmp_path / "config.json").read_text()) == later  # records the last leg
   with pytest.raises(UserError, match=r"\(seed differ"):

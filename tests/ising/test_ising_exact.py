@@ -20,7 +20,8 @@ def brute_force_distribution(model):
   weights = {}
   for x in itertools.product([-1, 1], repeat=n):
     phi = sum(h[i] * x[i] for i in range(n)) + sum(
-        J[i, j] * x[i] * x[j] for i in range(n) for j in range(n) if i != j)
+      J[i, j] * x[i] * x[j] for i in range(n) for j in range(n) if i != j
+    )
     weights[x] = np.exp(phi)
   Z = sum(weights.values())
   return {x: w / Z for x, w in weights.items()}
@@ -32,7 +33,7 @@ def brute_force_kgibbs(model, k):
   p = brute_force_distribution(model)
   states = [tuple(int(v) for v in row) for row in all_states(n)]
   index = {s: i for i, s in enumerate(states)}
-  P = np.zeros((2 ** n, 2 ** n))
+  P = np.zeros((2**n, 2**n))
   subsets = list(itertools.combinations(range(n), k))
   for x in states:
     for K in subsets:
@@ -68,8 +69,9 @@ def test_log_potential_matches_eq5_for_clique_model():
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_kgibbs_matrix_matches_definition(k):
   model = random_model(4, k)
-  np.testing.assert_allclose(exact.kgibbs_transition_matrix(model, k), brute_force_kgibbs(model, k),
-                             atol=1e-12)
+  np.testing.assert_allclose(
+    exact.kgibbs_transition_matrix(model, k), brute_force_kgibbs(model, k), atol=1e-12
+  )
 
 
 def test_parallel_matrix_matches_definition():

@@ -49,16 +49,31 @@ def test_bad_experiment_config_is_rejected_before_any_work(tmp_path):
 
 def test_sample_py_entry_point_runs_a_config(tmp_path):
   out = tmp_path / "run"
-  cmd = [sys.executable, "sample.py", "--config", "configs/ising_hitting.py", "--workdir", str(out),
-         "--config.n=5", "--config.clique_size=2", "--config.couplings=(0.5,)", "--config.ks=(1,2)",
-         "--config.num_chains=50", "--config.budget=20", "--config.variants=('clique_fields',)"]
+  cmd = [
+    sys.executable,
+    "sample.py",
+    "--config",
+    "configs/ising_hitting.py",
+    "--workdir",
+    str(out),
+    "--config.n=5",
+    "--config.clique_size=2",
+    "--config.couplings=(0.5,)",
+    "--config.ks=(1,2)",
+    "--config.num_chains=50",
+    "--config.budget=20",
+    "--config.variants=('clique_fields',)",
+  ]
   subprocess.run(cmd, cwd=ROOT, check=True, timeout=300, capture_output=True)
   assert json.loads((out / "config.json").read_text())["n"] == 5
-  assert "parallel" in json.loads((out / "results.json").read_text())["variants"]["clique_fields"]["0.5"]
+  assert (
+    "parallel" in json.loads((out / "results.json").read_text())["variants"]["clique_fields"]["0.5"]
+  )
 
 
 def test_run_dir_refuses_to_overwrite_results_of_another_config(tmp_path):
   from gmlm.runs import RunDir
+
   run = RunDir(tmp_path, {"a": 1})
   run.write_results({"x": 1})
   with pytest.raises(ValueError, match="different config"):

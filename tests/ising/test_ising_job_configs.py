@@ -11,33 +11,36 @@ from gmlm.checks import ConfigError
 from ising.jobs import hitting
 
 BAD = [
-    (ising_hitting, "sample.py", "n", 1),
-    (ising_hitting, "sample.py", "clique_size", 11),
-    (ising_hitting, "sample.py", "ks", (1, 11)),
-    (ising_hitting, "sample.py", "ks", ()),
-    (ising_hitting, "sample.py", "variants", ("all_fields", "no_fields")),
-    (ising_hitting, "sample.py", "couplings", (0.5, -1.0)),
-    (ising_hitting, "sample.py", "num_chains", 0),
-    (ising_hitting, "sample.py", "budget", 0),
-    (ising_hitting, "sample.py", "field", float("nan")),
-    (ising_mple_error, "train.py", "n_sites", 13),  # Tr Sigma_k enumerates 2^N states, N <= 12
-    (ising_mple_error, "train.py", "n_sites", 1),
-    (ising_mple_error, "train.py", "ks", (1, 5)),
-    (ising_mple_error, "train.py", "ks", (0, 1)),
-    (ising_mple_error, "train.py", "masks", "sampled,some"),
-    (ising_mple_error, "train.py", "masks", ""),
-    (ising_mple_error, "train.py", "repetitions", 1),
-    (ising_mple_error, "train.py", "sample_sizes", (100, 0)),
-    (ising_mple_error, "train.py", "couplings", ()),
-    (ising_mple_asymptotics, "train.py", "n_sites", 13),
-    (ising_mple_asymptotics, "train.py", "n_large", 0),
-    (ising_mple_asymptotics, "train.py", "random_models", -1),
-    (ising_mple_asymptotics, "train.py", "field", float("inf")),
+  (ising_hitting, "sample.py", "n", 1),
+  (ising_hitting, "sample.py", "clique_size", 11),
+  (ising_hitting, "sample.py", "ks", (1, 11)),
+  (ising_hitting, "sample.py", "ks", ()),
+  (ising_hitting, "sample.py", "variants", ("all_fields", "no_fields")),
+  (ising_hitting, "sample.py", "couplings", (0.5, -1.0)),
+  (ising_hitting, "sample.py", "num_chains", 0),
+  (ising_hitting, "sample.py", "budget", 0),
+  (ising_hitting, "sample.py", "field", float("nan")),
+  (ising_mple_error, "train.py", "n_sites", 13),  # Tr Sigma_k enumerates 2^N states, N <= 12
+  (ising_mple_error, "train.py", "n_sites", 1),
+  (ising_mple_error, "train.py", "ks", (1, 5)),
+  (ising_mple_error, "train.py", "ks", (0, 1)),
+  (ising_mple_error, "train.py", "masks", "sampled,some"),
+  (ising_mple_error, "train.py", "masks", ""),
+  (ising_mple_error, "train.py", "repetitions", 1),
+  (ising_mple_error, "train.py", "sample_sizes", (100, 0)),
+  (ising_mple_error, "train.py", "couplings", ()),
+  (ising_mple_asymptotics, "train.py", "n_sites", 13),
+  (ising_mple_asymptotics, "train.py", "n_large", 0),
+  (ising_mple_asymptotics, "train.py", "random_models", -1),
+  (ising_mple_asymptotics, "train.py", "field", float("inf")),
 ]
 
 
-@pytest.mark.parametrize("module,entry,key,value", BAD,
-                         ids=[f"{m.__name__.split('.')[-1]}.{k}={v!r}" for m, _, k, v in BAD])
+@pytest.mark.parametrize(
+  "module,entry,key,value",
+  BAD,
+  ids=[f"{m.__name__.split('.')[-1]}.{k}={v!r}" for m, _, k, v in BAD],
+)
 def test_bad_value_is_refused_up_front_naming_key_and_value(tmp_path, module, entry, key, value):
   config = module.get_config()
   config[key] = value
@@ -75,4 +78,5 @@ def test_hitting_report_says_chains_start_uniform_above_n20(tmp_path):
   report = (tmp_path / "report.md").read_text()
   assert res["start"] == "uniform"
   assert "drawn uniformly" in report and "p | R_-1" not in report.replace(
-      "p | R_-1 needs all 2^N states", "")
+    "p | R_-1 needs all 2^N states", ""
+  )

@@ -57,6 +57,7 @@ def brute_log_conditional(h, J, x, K):
 
 # ----------------------------------------------------------------------------- losses
 
+
 def test_theta_roundtrip_and_potential_is_linear_in_theta():
   model = random_model(np.random.default_rng(0), 5)
   theta = pl.to_theta(model)
@@ -64,8 +65,12 @@ def test_theta_roundtrip_and_potential_is_linear_in_theta():
   np.testing.assert_allclose(back.h, model.h)
   np.testing.assert_allclose(back.J, model.J, atol=1e-7)
   x = all_states(5)
-  np.testing.assert_allclose(pl.sufficient_statistics(x) @ np.asarray(theta, np.float64),
-                             log_potential(model, x), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    pl.sufficient_statistics(x) @ np.asarray(theta, np.float64),
+    log_potential(model, x),
+    rtol=1e-5,
+    atol=1e-5,
+  )
 
 
 def test_kpl_loss_equals_brute_force_over_blocks_and_configs():
@@ -76,16 +81,21 @@ def test_kpl_loss_equals_brute_force_over_blocks_and_configs():
   x = (2 * rng.integers(0, 2, (7, n)) - 1).astype(np.int8)
   bks_w, p = [(0,), (1, 3), (0, 2, 3), (2,)], np.array([0.1, 0.4, 0.3, 0.2])
   K_B = pl.sample_masks(jax.random.key(0), x.shape[0], n, 2)
-  got, got_w, got_s = jax.jit(lambda t, xs: (
+  got, got_w, got_s = jax.jit(
+    lambda t, xs: (
       [pl.kpl_loss(t, xs, k) for k in range(1, n + 1)],
-      pl.weighted_pl_loss(t, xs, bks_w, 2 * p), pl.sampled_kpl_loss(t, xs, K_B)))(theta, x)
+      pl.weighted_pl_loss(t, xs, bks_w, 2 * p),
+      pl.sampled_kpl_loss(t, xs, K_B),
+    )
+  )(theta, x)
   for k in range(1, n + 1):
     bks = list(itertools.combinations(range(n), k))
     brute = np.mean([[-brute_log_conditional(h, J, xb, K) for K in bks] for xb in x])
     np.testing.assert_allclose(got[k - 1], brute, rtol=2e-5)
   # Definition 2: blocks of different sizes with non-uniform weights p_K.
-  brute = np.mean([sum(-pk * brute_log_conditional(h, J, xb, K) for pk, K in zip(p, bks_w))
-                   for xb in x])
+  brute = np.mean(
+    [sum(-pk * brute_log_conditional(h, J, xb, K) for pk, K in zip(p, bks_w)) for xb in x]
+  )
   np.testing.assert_allclose(got_w, brute, rtol=2e-5)
   # One mask per sample.
   brute = np.mean([-brute_log_conditional(h, J, xb, tuple(np.asarray(K))) for xb, K in zip(x, K_B)])
@@ -102,9 +112,12 @@ def test_fit_objective_is_the_documented_estimator(masks):
   x = pl.exact_samples(jax.random.key(4), clique_model(4, 4, 0.2, 0.1), 300)
   x_RN, w_RM = pl.mask_table(x, k, masks, key)
   K_B = pl.sample_masks(key, x.shape[0], n, k)
-  got, want = jax.jit(lambda t: (
+  got, want = jax.jit(
+    lambda t: (
       pl.table_loss(t, jnp.asarray(x_RN), jnp.asarray(pl.block_array(n, k)), jnp.asarray(w_RM)),
-      pl.kpl_loss(t, x, k) if masks == "all" else pl.sampled_kpl_loss(t, x, K_B)))(theta)
+      pl.kpl_loss(t, x, k) if masks == "all" else pl.sampled_kpl_loss(t, x, K_B),
+    )
+  )(theta)
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
@@ -117,7 +130,9 @@ def test_loss_is_convex():
   losses.append(lambda t: pl.sampled_kpl_loss(t, x, K_B))
   hessians = jax.jit(jax.vmap(lambda t: jnp.stack([jax.hessian(f)(t) for f in losses])))
   theta_TD = jnp.asarray(rng.normal(0.0, 1.0, (4, pl.num_params(n))), jnp.float32)
-  for H in np.asarray(hessians(theta_TD), np.float64).reshape(-1, pl.num_params(n), pl.num_params(n)):
+  for H in np.asarray(hessians(theta_TD), np.float64).reshape(
+    -1, pl.num_params(n), pl.num_params(n)
+  ):
     assert np.linalg.eigvalsh((H + H.T) / 2)[0] >= -1e-5 * max(1.0, np.abs(H).max())
 
 
@@ -129,6 +144,7 @@ def test_exact_samples_follow_the_enumerated_distribution():
 
 
 # ----------------------------------------------------------------------------- estimation
+
 
 def test_k_equals_n_is_maximum_likelihood():
   """k = N has one block, the whole sequence: the k-MPLE is the MLE, here fit by scipy on the
@@ -144,8 +160,9 @@ def test_k_equals_n_is_maximum_likelihood():
     phi_B = x @ h + np.einsum("bn,nm,bm->b", x, J, x)
     return logsumexp(phi_S) - phi_B.mean()
 
-  mle = scipy.optimize.minimize(negloglik, np.zeros(pl.num_params(n)), method="BFGS",
-                                options={"gtol": 1e-10}).x
+  mle = scipy.optimize.minimize(
+    negloglik, np.zeros(pl.num_params(n)), method="BFGS", options={"gtol": 1e-10}
+  ).x
   fit = pl.fit_kmple(x.astype(np.int8), n)
   assert bool(fit.converged)
   np.testing.assert_allclose(np.asarray(fit.theta), mle, atol=2e-4)
@@ -180,6 +197,7 @@ def test_weighted_fit_with_uniform_k_blocks_equals_kmple():
 
 # ----------------------------------------------------------------------------- asymptotics
 
+
 def test_lemma2_hessian_equals_gradient_covariance():
   """H_k (jax.hessian of the float32 population loss) = Cov_{x,K}(grad) (numpy enumeration);
   for masks='all' the per-sample gradient covariance also matches jax per-state gradients."""
@@ -189,10 +207,15 @@ def test_lemma2_hessian_equals_gradient_covariance():
   x_S, p_S = jnp.asarray(all_states(n)), jnp.asarray(exact_distribution(model), jnp.float32)
   ks = range(1, n + 1)
   # 'all' masks: the per-sample gradient is the gradient of the block-averaged loss at x.
-  per_state_grad = lambda t, k: jax.vmap(jax.grad(lambda t, xs: pl.kpl_loss(t, xs[None], k)),
-                                         in_axes=(None, 0))(t, x_S)
-  H_k, g_kSD = jax.jit(lambda t: ([jax.hessian(lambda t: pl.kpl_loss(t, x_S, k, p_S))(t) for k in ks],
-                                  [per_state_grad(t, k) for k in ks]))(theta)
+  per_state_grad = lambda t, k: jax.vmap(
+    jax.grad(lambda t, xs: pl.kpl_loss(t, xs[None], k)), in_axes=(None, 0)
+  )(t, x_S)
+  H_k, g_kSD = jax.jit(
+    lambda t: (
+      [jax.hessian(lambda t: pl.kpl_loss(t, x_S, k, p_S))(t) for k in ks],
+      [per_state_grad(t, k) for k in ks],
+    )
+  )(theta)
   for k in ks:
     exact = asy.kmple_asymptotics(model, k, "sampled")
     H = np.asarray(H_k[k - 1], np.float64)
@@ -202,16 +225,18 @@ def test_lemma2_hessian_equals_gradient_covariance():
     p = np.asarray(p_S, np.float64)
     dev = g_SD - p @ g_SD
     V = np.einsum("s,sd,se->de", p, dev, dev)
-    np.testing.assert_allclose(V, asy.kmple_asymptotics(model, k, "all")["grad_cov"],
-                               atol=2e-5 * np.abs(V).max())
+    np.testing.assert_allclose(
+      V, asy.kmple_asymptotics(model, k, "all")["grad_cov"], atol=2e-5 * np.abs(V).max()
+    )
 
 
 def test_fisher_information_is_hessian_of_loglik_and_sigma_n_is_its_inverse():
   model = random_model(np.random.default_rng(10), 4)
   I = asy.fisher_information(model)
   for masks in pl.MASK_MODES:
-    np.testing.assert_allclose(asy.kmple_asymptotics(model, 4, masks)["sigma"], np.linalg.inv(I),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+      asy.kmple_asymptotics(model, 4, masks)["sigma"], np.linalg.inv(I), rtol=1e-9, atol=1e-12
+    )
 
 
 def _models(seed, count=4):
@@ -238,6 +263,7 @@ def test_theorem2_sigma_below_poincare_constant_times_inverse_fisher():
 
 
 # ----------------------------------------------------------------------------- bad inputs
+
 
 def test_bad_inputs_raise_value_error_naming_the_value():
   x = np.ones((5, 3), np.int8)
@@ -267,6 +293,7 @@ def test_bad_inputs_raise_value_error_naming_the_value():
 
 # ----------------------------------------------------------------------------- jobs
 
+
 def _tiny(job):
   c = ml_collections.ConfigDict()
   c.job = f"ising.jobs.{job}"
@@ -277,29 +304,58 @@ def _tiny(job):
 
 def test_error_vs_samples_job_writes_run_directory(tmp_path):
   from ising.jobs import mple_error
+
   c = _tiny("mple_error")
   c.sample_sizes = (100, 400)
   mple_error.run(c, str(tmp_path))
   for f in ("config.json", "results.json", "report.md", "error_vs_samples_J0.2.png"):
     assert (tmp_path / f).exists(), f
   res = json.loads((tmp_path / "results.json").read_text())
-  assert {"sample_sizes", "ks", "masks", "errors", "exact_trace_sigma", "larger_k_lower_error",
-          "ordering_in_k", "nonconverged_fits", "figures"} <= set(res)
+  assert {
+    "sample_sizes",
+    "ks",
+    "masks",
+    "errors",
+    "exact_trace_sigma",
+    "larger_k_lower_error",
+    "ordering_in_k",
+    "nonconverged_fits",
+    "figures",
+  } <= set(res)
   assert len(res["errors"]["J=0.2"]["sampled"]["1"]["mean"]) == 2
 
 
 def test_asymptotics_job_writes_run_directory(tmp_path):
   from ising.jobs import mple_asymptotics
+
   c = _tiny("mple_asymptotics")
   c.n_large, c.random_models = 400, 2
   mple_asymptotics.run(c, str(tmp_path))
-  for f in ("config.json", "results.json", "report.md", "asymptotic_traces.png",
-            "theorem2_eigenvalues.png"):
+  for f in (
+    "config.json",
+    "results.json",
+    "report.md",
+    "asymptotic_traces.png",
+    "theorem2_eigenvalues.png",
+  ):
     assert (tmp_path / f).exists(), f
   res = json.loads((tmp_path / "results.json").read_text())
-  assert {"n_large", "ks", "masks", "models", "nonconverged_fits", "figures",
-          "random_models"} <= set(res)
+  assert {
+    "n_large",
+    "ks",
+    "masks",
+    "models",
+    "nonconverged_fits",
+    "figures",
+    "random_models",
+  } <= set(res)
   entry = res["models"]["J=0.2"]["k"]["1"]
-  assert {"trace_sigma", "empirical_n_mse", "poincare_constant", "theorem2", "theorem2_margin",
-          "theorem1_min_eig"} <= set(entry)
+  assert {
+    "trace_sigma",
+    "empirical_n_mse",
+    "poincare_constant",
+    "theorem2",
+    "theorem2_margin",
+    "theorem1_min_eig",
+  } <= set(entry)
   assert entry["theorem2_margin"]["sampled"] >= -1e-9

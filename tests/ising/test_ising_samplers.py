@@ -15,7 +15,7 @@ from ising.model import all_states, clique_model, exact_distribution, ising, sta
 
 
 def empirical(x_BN, n):
-  return np.bincount(state_index(np.asarray(x_BN)), minlength=2 ** n) / x_BN.shape[0]
+  return np.bincount(state_index(np.asarray(x_BN)), minlength=2**n) / x_BN.shape[0]
 
 
 def tv(p, q):
@@ -35,7 +35,7 @@ def check_long_run_law(n, ks, num_chains, seed):
   p = exact_distribution(model)
   x0 = samplers.random_states(jax.random.key(seed), num_chains, n)
   for k in ks:
-    num_steps = steps_to_mix(exact.kgibbs_transition_matrix(model, k), p, np.full(2 ** n, 0.5 ** n))
+    num_steps = steps_to_mix(exact.kgibbs_transition_matrix(model, k), p, np.full(2**n, 0.5**n))
     x = samplers.sample(jax.random.key(100 + k), model, x0, num_steps, k=k)
     assert tv(empirical(x, n), p) <= 0.02, f"k={k}, {num_steps} steps"
 
@@ -68,7 +68,7 @@ def test_parallel_sampler_converges_to_its_own_stationary_law_not_the_target():
   P_par = exact.parallel_transition_matrix(model)
   pi_par = exact.stationary_distribution(P_par)
   assert tv(pi_par, p) > 0.1  # exact: 0.1195
-  num_steps = steps_to_mix(P_par, pi_par, np.full(2 ** n, 0.5 ** n))
+  num_steps = steps_to_mix(P_par, pi_par, np.full(2**n, 0.5**n))
   x0 = samplers.random_states(jax.random.key(0), 65536, n)
   x = samplers.sample(jax.random.key(1), model, x0, num_steps, method="parallel")
   emp = empirical(x, n)
@@ -101,7 +101,9 @@ def test_independent_parallel_sampler_stays_stuck_in_minus_mode():
   n, c = 10, 4
   model = clique_model(n, c, coupling=3.0, field_in=5.0)
   x0 = samplers.mode_states(2000, n, c, -1)
-  hits_par = samplers.hitting_times_to_mode(jax.random.key(0), model, x0, c, 1000, method="parallel")
+  hits_par = samplers.hitting_times_to_mode(
+    jax.random.key(0), model, x0, c, 1000, method="parallel"
+  )
   assert np.all(np.asarray(hits_par) == -1)
   x = x0
   for t in range(10):
@@ -155,13 +157,16 @@ def test_same_key_same_chains_on_one_or_eight_devices(tmp_path):
   assert one == eight
 
 
-@pytest.mark.parametrize("kwargs,match", [
+@pytest.mark.parametrize(
+  "kwargs,match",
+  [
     (dict(k=5), "k=5"),
     (dict(k=0), "k=0"),
     (dict(method="metropolis"), "metropolis"),
     (dict(method="parallel", k=0), r"method='parallel' updates all sites per step; block size k=0"),
     (dict(method="parallel", k=99), r"block size k=99 applies to 'gibbs' only"),
-])
+  ],
+)
 def test_bad_sampler_arguments_raise_clear_errors(kwargs, match):
   model = random_model(4, 0)
   x0 = samplers.random_states(jax.random.key(0), 8, 4)
@@ -191,6 +196,7 @@ def test_unrolled_threefry_is_bitwise_jax_threefry():
   from jax.extend.random import threefry_2x32
 
   from gmlm.core import randbits
+
   for seed, size in [(0, 1), (42, 1001), (7, 65536)]:
     key = jax.random.key(seed)
     half = (size + 1) // 2

@@ -25,10 +25,18 @@ CONTINUE = [v for v in PREDICTABLE if v != tok_lib.EOS_ID]
 
 
 def _model(max_target_length: int, seed: int = 0) -> model_lib.Transformer:
-  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=5,
-                              max_target_length=max_target_length, num_encoder_layers=1,
-                              num_decoder_layers=1, num_heads=2, d_model=16, d_ff=16,
-                              dropout_rate=0.0, decoder="ar")
+  cfg = model_lib.ModelConfig(
+    vocab_size=V,
+    max_source_length=5,
+    max_target_length=max_target_length,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=2,
+    d_model=16,
+    d_ff=16,
+    dropout_rate=0.0,
+    decoder="ar",
+  )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(seed))
   model.eval()
   return model
@@ -53,7 +61,7 @@ def _decoder_inputs(seqs, L):
   dec_in = np.full((len(seqs), L), tok_lib.PAD_ID, np.int32)
   for i, seq in enumerate(seqs):
     row = [tok_lib.BOS_ID, *seq[:-1]]
-    dec_in[i, :len(row)] = row
+    dec_in[i, : len(row)] = row
   return dec_in
 
 
@@ -63,8 +71,9 @@ def _lp(n, alpha):
 
 def _all_hypotheses(L):
   """Every output of length <= L: EOS-terminated, or L tokens without EOS (truncated)."""
-  hyps = [(*prefix, tok_lib.EOS_ID)
-          for n in range(L) for prefix in itertools.product(CONTINUE, repeat=n)]
+  hyps = [
+    (*prefix, tok_lib.EOS_ID) for n in range(L) for prefix in itertools.product(CONTINUE, repeat=n)
+  ]
   return hyps + list(itertools.product(CONTINUE, repeat=L))
 
 
@@ -81,9 +90,13 @@ def test_a_beam_as_large_as_the_hypothesis_space_is_exhaustive_search(length_pen
   K = len(PREDICTABLE) ** L  # 216 >= len(hyps) = 156 and >= the candidates of any step
   out = _beam(model, INPUTS, K, L, length_penalty)
   for b in range(INPUTS.shape[0]):
-    logp = np.asarray(_logp(model, INPUTS[b:b + 1], jnp.asarray(_decoder_inputs(hyps, L))))
-    scores = np.array([sum(logp[i, t, y] for t, y in enumerate(h)) / _lp(len(h), length_penalty)
-                       for i, h in enumerate(hyps)])
+    logp = np.asarray(_logp(model, INPUTS[b : b + 1], jnp.asarray(_decoder_inputs(hyps, L))))
+    scores = np.array(
+      [
+        sum(logp[i, t, y] for t, y in enumerate(h)) / _lp(len(h), length_penalty)
+        for i, h in enumerate(hyps)
+      ]
+    )
     order = np.argsort(-scores)
     assert scores[order[0]] - scores[order[1]] > 1e-4  # a unique best: no tie to break
     beams = [_trim(r) for r in np.asarray(out["beams"][b])]
@@ -94,8 +107,9 @@ def test_a_beam_as_large_as_the_hypothesis_space_is_exhaustive_search(length_pen
     n = len(hyps)
     assert sorted(beams[:n]) == sorted(hyps) and np.isneginf(beam_scores[n:]).all()
     np.testing.assert_allclose(beam_scores[:n], scores[order], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose([scores[hyps.index(h)] for h in beams[:n]], beam_scores[:n],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      [scores[hyps.index(h)] for h in beams[:n]], beam_scores[:n], rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -116,12 +130,15 @@ def _reference_beam(model, b, K, L, alpha):
     cands = []
     for prefix, s in alive:
       dec_in = jnp.asarray(_decoder_inputs([prefix + (0,)], L))  # the last token is not read
-      logp = np.asarray(_logp(model, INPUTS[b:b + 1], dec_in))
+      logp = np.asarray(_logp(model, INPUTS[b : b + 1], dec_in))
       cands += [(s + float(logp[0, t, v]), prefix + (v,)) for v in PREDICTABLE]
-    cands = sorted(cands, key=lambda c: -c[0])[:2 * K]
+    cands = sorted(cands, key=lambda c: -c[0])[: 2 * K]
     ends = [seq[-1] == tok_lib.EOS_ID or t == L - 1 for _, seq in cands]
-    finished += [(s / _lp(t + 1, alpha), seq) for r, ((s, seq), e) in enumerate(zip(cands, ends))
-                 if e and r < K]
+    finished += [
+      (s / _lp(t + 1, alpha), seq)
+      for r, ((s, seq), e) in enumerate(zip(cands, ends))
+      if e and r < K
+    ]
     alive = [(seq, s) for (s, seq), e in zip(cands, ends) if not e][:K]
   return sorted(finished, key=lambda f: -f[0])[:K]
 
@@ -136,8 +153,9 @@ def test_small_beam_matches_a_plain_python_beam_search():
       expected = _reference_beam(model, b, K, L, alpha)
       got = [_trim(r) for r in np.asarray(out["beams"][b])]
       assert got == [seq for _, seq in expected]
-      np.testing.assert_allclose(np.asarray(out["beam_scores"][b]), [s for s, _ in expected],
-                                 rtol=1e-5)
+      np.testing.assert_allclose(
+        np.asarray(out["beam_scores"][b]), [s for s, _ in expected], rtol=1e-5
+      )
       truncated |= any(seq[-1] != tok_lib.EOS_ID for _, seq in expected)
     stopped_early |= int(out["steps"]) < L
   # Both ways to end were exercised: K finished before max_len, and truncation at max_len.
@@ -145,9 +163,17 @@ def test_small_beam_matches_a_plain_python_beam_search():
 
 
 def test_beam_search_rejects_a_nar_model():
-  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=5, max_target_length=4,
-                              num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16,
-                              d_ff=16, decoder="nar")
+  cfg = model_lib.ModelConfig(
+    vocab_size=V,
+    max_source_length=5,
+    max_target_length=4,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=2,
+    d_model=16,
+    d_ff=16,
+    decoder="nar",
+  )
   with pytest.raises(ValueError, match="decoder='ar'"):
     decode.beam_search(model_lib.Transformer(cfg, rngs=nnx.Rngs(0)), INPUTS, 2)
 
@@ -155,10 +181,19 @@ def test_beam_search_rejects_a_nar_model():
 @pytest.mark.parametrize("positional_attention", [True, False])
 def test_kv_cached_decode_step_equals_the_full_causal_decoder_pass(positional_attention):
   """decode_step at position t, fed one token at a time, gives decode()'s logits row t."""
-  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=5, max_target_length=7,
-                              num_encoder_layers=1, num_decoder_layers=2, num_heads=2,
-                              d_model=16, d_ff=16, dropout_rate=0.0, decoder="ar",
-                              positional_attention=positional_attention)
+  cfg = model_lib.ModelConfig(
+    vocab_size=V,
+    max_source_length=5,
+    max_target_length=7,
+    num_encoder_layers=1,
+    num_decoder_layers=2,
+    num_heads=2,
+    d_model=16,
+    d_ff=16,
+    dropout_rate=0.0,
+    decoder="ar",
+    positional_attention=positional_attention,
+  )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(3))
   model.eval()
   T = cfg.max_target_length
@@ -178,7 +213,7 @@ def test_greedy_decoding_equals_step_by_step_argmax_of_the_full_decoder():
   for b in range(INPUTS.shape[0]):
     out = []
     while len(out) < 6 and (not out or out[-1] != tok_lib.EOS_ID):
-      logp = np.asarray(_logp(model, INPUTS[b:b + 1], _decoder_inputs([out + [0]], 6)))
+      logp = np.asarray(_logp(model, INPUTS[b : b + 1], _decoder_inputs([out + [0]], 6)))
       out.append(int(np.argmax(logp[0, len(out)])))
-    np.testing.assert_array_equal(got[b, :len(out)], out)
-    assert (got[b, len(out):] == tok_lib.PAD_ID).all()
+    np.testing.assert_array_equal(got[b, : len(out)], out)
+    assert (got[b, len(out) :] == tok_lib.PAD_ID).all()

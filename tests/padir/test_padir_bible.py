@@ -7,8 +7,7 @@ import subprocess
 
 import pytest
 
-from padir import bible
-from padir import data
+from padir import bible, data
 
 
 def test_split_is_a_function_of_the_reference_with_2_2_96_percent():

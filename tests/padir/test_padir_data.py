@@ -6,8 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from padir import data
-from padir import tfds_corpus
+from padir import data, tfds_corpus
 from padir import tokenizer as tok_lib
 
 WORDS_EN = "the a man woman house land king city water light day night god people son".split()
@@ -91,8 +90,11 @@ def test_missing_vocabulary_is_an_error(tmp_path):
 def test_invalid_utf8_names_the_file_and_the_line(tmp_path):
   path = tmp_path / "train.tsv"
   path.write_bytes("a house\tuna casa\n".encode() + b"the caf\xe9\tel caf\xe9\n")
-  with pytest.raises(data.CorpusError, match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 "
-                                             r"at column 8\)"):
+  with pytest.raises(
+    data.CorpusError,
+    match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 "
+    r"at column 8\)",
+  ):
     data.read_split(str(tmp_path), "train", "en", "es")
 
 
@@ -100,18 +102,34 @@ def test_a_vocabulary_trained_on_changed_corpus_files_is_refused(tmp_path):
   """The vocabulary is fingerprinted by the train split it was trained on, like the dataset
   cache: after the files change, it is refused with the fix instead of silently reused."""
   import ml_collections
+
   from padir import vocab
+
   _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
-  config = ml_collections.ConfigDict({"data": {
-      "corpus_dir": str(tmp_path), "source_lang": "en", "target_lang": "es", "vocab_path": "",
-      "vocab_size": 40, "train_vocab": True}})
+  config = ml_collections.ConfigDict(
+    {
+      "data": {
+        "corpus_dir": str(tmp_path),
+        "source_lang": "en",
+        "target_lang": "es",
+        "vocab_path": "",
+        "vocab_size": 40,
+        "train_vocab": True,
+      }
+    }
+  )
   first = vocab.prepare_vocabulary(config)
-  assert vocab.prepare_vocabulary(config).sp.serialized_model_proto() == \
-      first.sp.serialized_model_proto()  # unchanged files: reused
+  assert (
+    vocab.prepare_vocabulary(config).sp.serialized_model_proto()
+    == first.sp.serialized_model_proto()
+  )  # unchanged files: reused
   with open(tmp_path / "train.tsv", "a", encoding="utf-8") as f:
     f.write("a new line\tuna línea nueva\n")
-  with pytest.raises(data.CorpusError, match=r"spm40.model was trained on .*train.tsv before it "
-                                             r"changed.*Delete .*spm40.model"):
+  with pytest.raises(
+    data.CorpusError,
+    match=r"spm40.model was trained on .*train.tsv before it "
+    r"changed.*Delete .*spm40.model",
+  ):
     vocab.prepare_vocabulary(config)
   # A vocabulary made elsewhere (no fingerprint, e.g. a distillation teacher's) is used as given.
   config.data.vocab_path = str(tmp_path / "copy.model")
@@ -126,12 +144,19 @@ def test_vocabulary_has_the_fixed_special_ids(tokenizer):
   sp = tokenizer.sp
   assert tokenizer.vocab_size == 48
   assert [sp.pad_id(), sp.eos_id(), sp.bos_id(), sp.unk_id()] == [
-      tok_lib.PAD_ID, tok_lib.EOS_ID, tok_lib.BOS_ID, tok_lib.UNK_ID]
+    tok_lib.PAD_ID,
+    tok_lib.EOS_ID,
+    tok_lib.BOS_ID,
+    tok_lib.UNK_ID,
+  ]
   assert sp.piece_to_id("[MASK]") == tok_lib.MASK_ID and sp.piece_to_id("[LEN]") == tok_lib.LEN_ID
   ids = tokenizer.encode("the king [MASK] la casa")
   # Control symbols never come out of plain text (unseen characters become UNK).
   assert tok_lib.MASK_ID not in ids and tok_lib.LEN_ID not in ids and tok_lib.UNK_ID in ids
-  assert tokenizer.decode(tokenizer.encode("el rey y la casa") + [tok_lib.EOS_ID, 17]) == "el rey y la casa"
+  assert (
+    tokenizer.decode(tokenizer.encode("el rey y la casa") + [tok_lib.EOS_ID, 17])
+    == "el rey y la casa"
+  )
 
 
 # ----------------------------------------------------------------------------- tfds + grain
@@ -149,25 +174,42 @@ def test_pipeline_filters_pads_and_shuffles_deterministically(corpus_dir, tokeni
   source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
   max_len = 8
   # Independent count of the pairs that fit (EOS included).
-  fits = [len(tokenizer.encode(r["source"].decode())) + 1 <= max_len and
-          len(tokenizer.encode(r["target"].decode())) + 1 <= max_len for r in source]
+  fits = [
+    len(tokenizer.encode(r["source"].decode())) + 1 <= max_len
+    and len(tokenizer.encode(r["target"].decode())) + 1 <= max_len
+    for r in source
+  ]
   assert 0 < sum(fits) < len(fits)
 
   def epoch(seed):
-    ds, report = data.make_dataset(source, tokenizer, batch_size=7, max_source_length=max_len,
-                                   max_target_length=max_len, seed=seed, drop_remainder=False)
+    ds, report = data.make_dataset(
+      source,
+      tokenizer,
+      batch_size=7,
+      max_source_length=max_len,
+      max_target_length=max_len,
+      seed=seed,
+      drop_remainder=False,
+    )
     return list(ds), report
 
   batches, report = epoch(seed=0)
-  assert (report.total, report.kept, report.too_long) == (len(fits), sum(fits), len(fits) - sum(fits))
+  assert (report.total, report.kept, report.too_long) == (
+    len(fits),
+    sum(fits),
+    len(fits) - sum(fits),
+  )
   targets = np.concatenate([b["targets"] for b in batches])
   inputs = np.concatenate([b["inputs"] for b in batches])
   assert targets.shape == (sum(fits), max_len) and targets.dtype == np.int32
   # Every kept pair exactly once per epoch, each row EOS-terminated then PAD-padded.
   expected = collections.Counter(
-      (r["source"].decode(), r["target"].decode()) for r, ok in zip(source, fits) if ok)
-  assert collections.Counter(
-      (tokenizer.decode(s), tokenizer.decode(t)) for s, t in zip(inputs, targets)) == expected
+    (r["source"].decode(), r["target"].decode()) for r, ok in zip(source, fits) if ok
+  )
+  assert (
+    collections.Counter((tokenizer.decode(s), tokenizer.decode(t)) for s, t in zip(inputs, targets))
+    == expected
+  )
   for row in np.concatenate([inputs, targets]):
     n = int((row != tok_lib.PAD_ID).sum())
     assert row[n - 1] == tok_lib.EOS_ID and not row[n:].any()
@@ -187,37 +229,55 @@ def test_pipeline_rejects_a_corpus_where_nothing_fits(corpus_dir, tokenizer):
 
 
 def _pairs_of(batch, tokenizer):
-  return [(tokenizer.decode(s), tokenizer.decode(t))
-          for s, t in zip(batch["inputs"], batch["targets"])]
+  return [
+    (tokenizer.decode(s), tokenizer.decode(t)) for s, t in zip(batch["inputs"], batch["targets"])
+  ]
 
 
-def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(corpus_dir, tokenizer,
-                                                                    tmp_path):
+def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(
+  corpus_dir, tokenizer, tmp_path
+):
   source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
   max_len, boundaries, batch_size = 12, (4, 6, 8), 5
   # Independent lengths (EOS included) and the expected bucket of each pair that fits.
-  lengths = [(len(tokenizer.encode(r["source"].decode())) + 1,
-              len(tokenizer.encode(r["target"].decode())) + 1) for r in source]
-  kept = [(r["source"].decode(), r["target"].decode()) for r, (a, b) in zip(source, lengths)
-          if a <= max_len and b <= max_len]
+  lengths = [
+    (
+      len(tokenizer.encode(r["source"].decode())) + 1,
+      len(tokenizer.encode(r["target"].decode())) + 1,
+    )
+    for r in source
+  ]
+  kept = [
+    (r["source"].decode(), r["target"].decode())
+    for r, (a, b) in zip(source, lengths)
+    if a <= max_len and b <= max_len
+  ]
   edges = [0, 4, 6, 8, 12]
 
   def epochs(seed, num_epochs=1, drop_remainder=False):
-    ds, _ = data.make_dataset(source, tokenizer, batch_size=batch_size, max_source_length=max_len,
-                              max_target_length=max_len, seed=seed, num_epochs=num_epochs,
-                              drop_remainder=drop_remainder, bucket_boundaries=boundaries)
+    ds, _ = data.make_dataset(
+      source,
+      tokenizer,
+      batch_size=batch_size,
+      max_source_length=max_len,
+      max_target_length=max_len,
+      seed=seed,
+      num_epochs=num_epochs,
+      drop_remainder=drop_remainder,
+      bucket_boundaries=boundaries,
+    )
     return list(ds)
 
   batches = epochs(seed=0)
-  assert collections.Counter(p for b in batches for p in _pairs_of(b, tokenizer)) == \
-      collections.Counter(kept)  # every pair exactly once
+  assert collections.Counter(
+    p for b in batches for p in _pairs_of(b, tokenizer)
+  ) == collections.Counter(kept)  # every pair exactly once
   widths = set()
   for b in batches:
     L = b["inputs"].shape[1]
     assert b["targets"].shape[1] == L and L in edges[1:] and 1 <= len(b["inputs"]) <= batch_size
     lower = edges[edges.index(L) - 1]
-    n = np.maximum((b["inputs"] != tok_lib.PAD_ID).sum(1),
-                   (b["targets"] != tok_lib.PAD_ID).sum(1))
+    n = np.maximum((b["inputs"] != tok_lib.PAD_ID).sum(1), (b["targets"] != tok_lib.PAD_ID).sum(1))
     assert ((n > lower) & (n <= L)).all()  # padding below the bucket width L - lower
     widths.add(L)
   assert len(widths) > 1  # the corpus really spans several buckets
@@ -227,11 +287,13 @@ def test_bucketed_batches_cover_each_pair_once_with_bounded_padding(corpus_dir, 
   assert [b["targets"].tolist() for b in batches] != [b["targets"].tolist() for b in other]
   two = epochs(seed=0, num_epochs=2)
   assert len(two) == 2 * len(batches)
-  assert [b["targets"].tolist() for b in two[:len(batches)]] == \
-      [b["targets"].tolist() for b in batches]
-  second = two[len(batches):]
-  assert collections.Counter(p for b in second for p in _pairs_of(b, tokenizer)) == \
-      collections.Counter(kept)
+  assert [b["targets"].tolist() for b in two[: len(batches)]] == [
+    b["targets"].tolist() for b in batches
+  ]
+  second = two[len(batches) :]
+  assert collections.Counter(
+    p for b in second for p in _pairs_of(b, tokenizer)
+  ) == collections.Counter(kept)
   assert [b["targets"].tolist() for b in second] != [b["targets"].tolist() for b in batches]
   # drop_remainder: full batches only, floor(bucket size / batch size) of them per bucket.
   full = epochs(seed=0, drop_remainder=True)
@@ -246,9 +308,17 @@ def test_process_shards_split_every_global_batch(corpus_dir, tokenizer, tmp_path
   source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
 
   def batches(batch_size, shard_index=0, shard_count=1):
-    ds, _ = data.make_dataset(source, tokenizer, batch_size=batch_size, max_source_length=12,
-                              max_target_length=12, seed=3, bucket_boundaries=buckets,
-                              shard_index=shard_index, shard_count=shard_count)
+    ds, _ = data.make_dataset(
+      source,
+      tokenizer,
+      batch_size=batch_size,
+      max_source_length=12,
+      max_target_length=12,
+      seed=3,
+      bucket_boundaries=buckets,
+      shard_index=shard_index,
+      shard_count=shard_count,
+    )
     return list(ds)
 
   whole = batches(6)
@@ -256,14 +326,22 @@ def test_process_shards_split_every_global_batch(corpus_dir, tokenizer, tmp_path
   assert len(shards[0]) == len(shards[1]) == len(whole) > 0
   for g, a, b in zip(whole, *shards):
     assert a["inputs"].shape == b["inputs"].shape == (3, g["inputs"].shape[1])
-    assert sorted(_pairs_of(a, tokenizer) + _pairs_of(b, tokenizer)) == \
-        sorted(_pairs_of(g, tokenizer))
+    assert sorted(_pairs_of(a, tokenizer) + _pairs_of(b, tokenizer)) == sorted(
+      _pairs_of(g, tokenizer)
+    )
 
 
 def test_bucketed_iterator_resumes_from_its_state(corpus_dir, tokenizer, tmp_path):
   source = tfds_corpus.local_data_sources(corpus_dir, "en", "es", data_dir=str(tmp_path))["train"]
-  ds, _ = data.make_dataset(source, tokenizer, batch_size=4, max_source_length=12,
-                            max_target_length=12, num_epochs=None, bucket_boundaries=(4, 8))
+  ds, _ = data.make_dataset(
+    source,
+    tokenizer,
+    batch_size=4,
+    max_source_length=12,
+    max_target_length=12,
+    num_epochs=None,
+    bucket_boundaries=(4, 8),
+  )
   it = iter(ds)
   for _ in range(50):  # into the second epoch (28 batches each)
     next(it)

@@ -6,36 +6,45 @@ import os
 
 import jax.numpy as jnp
 import numpy as np
+import padir_util
 import pytest
 from flax import nnx
 
-from configs import padir_bible_en_es_ar
-from configs import padir_bible_en_es_distill
-from padir import data
-from padir import decode
-from padir import distill
+from configs import padir_bible_en_es_ar, padir_bible_en_es_distill
+from padir import data, decode, distill, restore, tfds_corpus
 from padir import tokenizer as tok_lib
-from padir import restore
-from padir import tfds_corpus
 from padir.jobs import distill as distill_job
 from padir.jobs import train as train_job
-import padir_util
 
 L = 16  # maximum source and target length (a 40-piece vocabulary spells words out)
 
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory):
-  return padir_util.write_corpus(tmp_path_factory.mktemp("corpus"),
-                                 {"train": 41, "valid": 24, "test": 8}, max_words=4)
+  return padir_util.write_corpus(
+    tmp_path_factory.mktemp("corpus"), {"train": 41, "valid": 24, "test": 8}, max_words=4
+  )
 
 
 def _shrink(c, corpus_dir):
-  c.data.update(corpus_dir=corpus_dir, prepare_bible=False, vocab_size=40, max_source_length=L,
-                max_target_length=L)
+  c.data.update(
+    corpus_dir=corpus_dir,
+    prepare_bible=False,
+    vocab_size=40,
+    max_source_length=L,
+    max_target_length=L,
+  )
   c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-  c.train.update(batch_size=8, num_train_steps=40, warmup_steps=5, log_every=20, eval_every=1000,
-                 eval_batches=1, checkpoint_every=1000, progress_bar=False)
+  c.train.update(
+    batch_size=8,
+    num_train_steps=40,
+    warmup_steps=5,
+    log_every=20,
+    eval_every=1000,
+    eval_batches=1,
+    checkpoint_every=1000,
+    progress_bar=False,
+  )
   c.decode.num_examples = 0
   return c
 
@@ -58,8 +67,9 @@ def teacher(corpus_dir, tmp_path_factory):
 @pytest.mark.slow  # trains the teacher (60 tiny steps)
 def test_distilled_targets_are_the_teachers_beam_search_outputs(corpus_dir, teacher, tmp_path):
   out = str(tmp_path / "distilled")
-  manifest = distill.distill_corpus(teacher, corpus_dir, out, source_lang="en", target_lang="es",
-                                    beam_size=3, batch_size=4)  # 41 sources: a short last batch
+  manifest = distill.distill_corpus(
+    teacher, corpus_dir, out, source_lang="en", target_lang="es", beam_size=3, batch_size=4
+  )  # 41 sources: a short last batch
   # The files parse with the existing reader, and through tfds + grain.
   pairs = data.read_split(out, "train", "en", "es")
   for split in ("valid", "test"):
@@ -79,7 +89,7 @@ def test_distilled_targets_are_the_teachers_beam_search_outputs(corpus_dir, teac
       reasons["too_long"] += 1
       continue
     row = np.zeros((1, L), np.int32)
-    row[0, :len(ids)] = ids
+    row[0, : len(ids)] = ids
     out_ids = np.asarray(beam(model, jnp.asarray(row)))[0]
     text = " ".join(tok.decode(out_ids).split())
     if tok_lib.EOS_ID not in out_ids:
@@ -90,16 +100,25 @@ def test_distilled_targets_are_the_teachers_beam_search_outputs(corpus_dir, teac
       expected.append((src, text))
   assert pairs == expected
   assert len(pairs) >= len(original) // 2  # most sources kept: the test compares real outputs
-  assert manifest["splits"]["train"] == {"total": len(original), "kept": len(pairs), **reasons,
-                                         "seconds": manifest["splits"]["train"]["seconds"]}
+  assert manifest["splits"]["train"] == {
+    "total": len(original),
+    "kept": len(pairs),
+    **reasons,
+    "seconds": manifest["splits"]["train"]["seconds"],
+  }
   with open(os.path.join(out, distill.MANIFEST), encoding="utf-8") as f:
     assert json.load(f)["beam_size"] == 3
 
 
 def test_missing_teacher_checkpoint_is_a_clear_error(corpus_dir, tmp_path):
   with pytest.raises(FileNotFoundError, match="no teacher checkpoint.*Train the AR teacher first"):
-    distill.distill_corpus(str(tmp_path / "nowhere"), corpus_dir, str(tmp_path / "out"),
-                           source_lang="en", target_lang="es")
+    distill.distill_corpus(
+      str(tmp_path / "nowhere"),
+      corpus_dir,
+      str(tmp_path / "out"),
+      source_lang="en",
+      target_lang="es",
+    )
   os.makedirs(tmp_path / "empty_run")
   (tmp_path / "empty_run" / "config.json").write_text("{}")
   with pytest.raises(FileNotFoundError, match="no checkpoint in .*Train the AR teacher first"):
@@ -111,8 +130,9 @@ def test_missing_teacher_checkpoint_is_a_clear_error(corpus_dir, tmp_path):
 def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teacher, tmp_path):
   c = _shrink(padir_bible_en_es_distill.get_config(), corpus_dir)
   c.train.update(num_train_steps=2, log_every=1)
-  c.distill.update(teacher_workdir=teacher, beam_size=2, batch_size=8,
-                   corpus_dir=str(tmp_path / "distilled"))
+  c.distill.update(
+    teacher_workdir=teacher, beam_size=2, batch_size=8, corpus_dir=str(tmp_path / "distilled")
+  )
   workdir = str(tmp_path / "student")
   last = distill_job.run(c, workdir)
   assert np.isfinite(last["train_loss"]) and np.isfinite(last["valid_loss"])
@@ -127,8 +147,7 @@ def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teac
 
 
 @pytest.mark.slow  # trains the teacher (shared with the tests above)
-def test_a_killed_distillation_resumes_from_its_partial_translations(corpus_dir, teacher,
-                                                                      tmp_path):
+def test_a_killed_distillation_resumes_from_its_partial_translations(corpus_dir, teacher, tmp_path):
   """Translations already on disk are reused, not recomputed (a planted one survives), a line cut
   short by the kill is ignored, and the rest equal a fresh run's; other settings are an error."""
   kw = dict(source_lang="en", target_lang="es", beam_size=2, batch_size=8)
@@ -138,8 +157,10 @@ def test_a_killed_distillation_resumes_from_its_partial_translations(corpus_dir,
   # A run killed after two translations, one of them planted, the last line cut short.
   out = str(tmp_path / "resumed")
   sources = [s for s, _ in data.read_split(corpus_dir, "train", "en", "es")]
-  settings = {k: fresh[k] for k in ("teacher_workdir", "teacher_step", "beam_size",
-                                    "length_penalty", "source_corpus")}
+  settings = {
+    k: fresh[k]
+    for k in ("teacher_workdir", "teacher_step", "beam_size", "length_penalty", "source_corpus")
+  }
   with open(out + ".train.partial.json", "w", encoding="utf-8") as f:
     json.dump(settings, f)
   with open(out + ".train.partial.jsonl", "w", encoding="utf-8") as f:

@@ -19,7 +19,7 @@ def _targets(B: int, T: int, seed: int = 0) -> np.ndarray:
   out = np.zeros((B, T), np.int32)
   for b in range(B):
     n = rng.integers(1, T + 1)
-    out[b, :n - 1] = rng.integers(tok_lib.NUM_SPECIAL, V, n - 1)
+    out[b, : n - 1] = rng.integers(tok_lib.NUM_SPECIAL, V, n - 1)
     out[b, n - 1] = tok_lib.EOS_ID
   return out
 
@@ -27,8 +27,15 @@ def _targets(B: int, T: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("keep_rate,mask_rate", [(0.15, 0.0), (0.15, 1.0), (0.4, 0.5)])
 def test_noising_fractions(keep_rate, mask_rate):
   targets = _targets(256, 64)
-  x0 = np.asarray(losses.initial_hypothesis(jax.random.key(3), jnp.asarray(targets), vocab_size=V,
-                                            keep_rate=keep_rate, mask_rate=mask_rate))
+  x0 = np.asarray(
+    losses.initial_hypothesis(
+      jax.random.key(3),
+      jnp.asarray(targets),
+      vocab_size=V,
+      keep_rate=keep_rate,
+      mask_rate=mask_rate,
+    )
+  )
   pad = targets == tok_lib.PAD_ID
   assert (x0[pad] == tok_lib.PAD_ID).all()  # PAD stays PAD
   x, t = x0[~pad], targets[~pad]
@@ -39,9 +46,11 @@ def test_noising_fractions(keep_rate, mask_rate):
   regular = t != tok_lib.EOS_ID
   p_correct = keep_rate + (1 - keep_rate) * (1 - mask_rate) / n_regular
   p_mask = (1 - keep_rate) * mask_rate
-  for observed, p, m in (((x == t)[regular].mean(), p_correct, regular.sum()),
-                         ((x == t)[~regular].mean(), keep_rate, (~regular).sum()),
-                         ((x == tok_lib.MASK_ID).mean(), p_mask, n)):
+  for observed, p, m in (
+    ((x == t)[regular].mean(), p_correct, regular.sum()),
+    ((x == t)[~regular].mean(), keep_rate, (~regular).sum()),
+    ((x == tok_lib.MASK_ID).mean(), p_mask, n),
+  ):
     assert abs(observed - p) < 5 * np.sqrt(p * (1 - p) / m) + 1e-9, (observed, p)
   replaced = x[(x != t) & (x != tok_lib.MASK_ID)]
   if mask_rate < 1:
@@ -56,9 +65,18 @@ def test_noising_fractions(keep_rate, mask_rate):
 
 
 def _tiny_model(decoder="nar", seed=0) -> model_lib.Transformer:
-  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=6, max_target_length=5,
-                              num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16,
-                              d_ff=32, dropout_rate=0.0, decoder=decoder)
+  cfg = model_lib.ModelConfig(
+    vocab_size=V,
+    max_source_length=6,
+    max_target_length=5,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=2,
+    d_model=16,
+    d_ff=32,
+    dropout_rate=0.0,
+    decoder=decoder,
+  )
   return model_lib.Transformer(cfg, rngs=nnx.Rngs(seed))
 
 
@@ -82,10 +100,19 @@ def _np_ce(logits: np.ndarray, targets: np.ndarray) -> float:
 
 
 def test_two_stage_loss_equals_hand_computation_and_stage2_sees_stage1_predictions(model):
-  loss_fn = nnx.jit(losses.multi_stage_loss, static_argnames=(
-      "num_stages", "stage_input", "stage_reduction", "length_weight"))
-  loss, aux = loss_fn(model, jnp.asarray(INPUTS), jnp.asarray(TARGETS), jnp.asarray(X0),
-                      jax.random.key(0), num_stages=2, length_weight=0.5)
+  loss_fn = nnx.jit(
+    losses.multi_stage_loss,
+    static_argnames=("num_stages", "stage_input", "stage_reduction", "length_weight"),
+  )
+  loss, aux = loss_fn(
+    model,
+    jnp.asarray(INPUTS),
+    jnp.asarray(TARGETS),
+    jnp.asarray(X0),
+    jax.random.key(0),
+    num_stages=2,
+    length_weight=0.5,
+  )
   # By hand: encoder once, decoder on X0, argmax (PAD kept), decoder again on that.
   encode, decode = nnx.jit(lambda m, x: m.encode(x)), nnx.jit(lambda m, *a: m.decode(*a))
   enc, enc_mask = encode(model, jnp.asarray(INPUTS))
@@ -107,11 +134,21 @@ def test_two_stage_loss_equals_hand_computation_and_stage2_sees_stage1_predictio
   logits_teacher = np.asarray(decode(model, jnp.asarray(TARGETS), enc, enc_mask))
   assert abs(_np_ce(logits_teacher, TARGETS) - float(aux["stage2_loss"])) > 1e-3
   # "sum" drops the 1/S of the paper's average.
-  loss_sum, _ = loss_fn(model, jnp.asarray(INPUTS), jnp.asarray(TARGETS), jnp.asarray(X0),
-                        jax.random.key(0), num_stages=2, stage_reduction="sum", length_weight=0.5)
-  np.testing.assert_allclose(float(loss_sum),
-                             _np_ce(logits1, TARGETS) + _np_ce(logits2, TARGETS) + 0.5 * length_ce,
-                             rtol=1e-5)
+  loss_sum, _ = loss_fn(
+    model,
+    jnp.asarray(INPUTS),
+    jnp.asarray(TARGETS),
+    jnp.asarray(X0),
+    jax.random.key(0),
+    num_stages=2,
+    stage_reduction="sum",
+    length_weight=0.5,
+  )
+  np.testing.assert_allclose(
+    float(loss_sum),
+    _np_ce(logits1, TARGETS) + _np_ce(logits2, TARGETS) + 0.5 * length_ce,
+    rtol=1e-5,
+  )
 
 
 @pytest.mark.slow  # two gradient compilations: ~10 s on an idle 2-core CPU
@@ -128,17 +165,24 @@ def test_gradient_does_not_flow_through_the_stage_input(model):
     ll, _ = losses.length_cross_entropy(model.length_logits(enc), losses.target_lengths(args[1]))
     return (l1 + l2) / 2 + ll
 
-  g = nnx.jit(nnx.grad(
-      lambda m: losses.multi_stage_loss(m, *args, jax.random.key(0), num_stages=2)[0]))(model)
+  g = nnx.jit(
+    nnx.grad(lambda m: losses.multi_stage_loss(m, *args, jax.random.key(0), num_stages=2)[0])
+  )(model)
   g_frozen = nnx.jit(nnx.grad(frozen))(model)
   for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_frozen)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_sampled_stage_inputs_are_regular_draws_and_keep_pad(model):
-  _, aux = losses.multi_stage_loss(model, jnp.asarray(INPUTS), jnp.asarray(TARGETS),
-                                   jnp.asarray(X0), jax.random.key(1), num_stages=3,
-                                   stage_input="sample")
+  _, aux = losses.multi_stage_loss(
+    model,
+    jnp.asarray(INPUTS),
+    jnp.asarray(TARGETS),
+    jnp.asarray(X0),
+    jax.random.key(1),
+    num_stages=3,
+    stage_input="sample",
+  )
   stage_inputs = np.asarray(aux["stage_inputs"])
   assert stage_inputs.shape == (3, 2, 5)
   pad = TARGETS == tok_lib.PAD_ID

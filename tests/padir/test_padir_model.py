@@ -23,8 +23,9 @@ def test_paper_size_has_67m_parameters():
 
 
 def test_positional_attention_is_one_attention_block_per_decoder_layer():
-  cfg = model_lib.ModelConfig(vocab_size=100, num_encoder_layers=1, num_decoder_layers=3,
-                              d_model=32, num_heads=4, d_ff=64)
+  cfg = model_lib.ModelConfig(
+    vocab_size=100, num_encoder_layers=1, num_decoder_layers=3, d_model=32, num_heads=4, d_ff=64
+  )
   without = model_lib.ModelConfig(**{**cfg.__dict__, "positional_attention": False})
   diff = model_lib.abstract_param_count(cfg) - model_lib.abstract_param_count(without)
   assert diff == 3 * (4 * 32 * 32 + 2 * 32)  # Q, K, V, O projections + its LayerNorm
@@ -32,9 +33,18 @@ def test_positional_attention_is_one_attention_block_per_decoder_layer():
 
 def _dependency(decoder: str) -> np.ndarray:
   """dep[t, u]: does the output at position t change when the input token at u changes?"""
-  cfg = model_lib.ModelConfig(vocab_size=30, max_source_length=4, max_target_length=5,
-                              num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16,
-                              d_ff=16, dropout_rate=0.0, decoder=decoder)
+  cfg = model_lib.ModelConfig(
+    vocab_size=30,
+    max_source_length=4,
+    max_target_length=5,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=2,
+    d_model=16,
+    d_ff=16,
+    dropout_rate=0.0,
+    decoder=decoder,
+  )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
   inputs = jnp.array([[7, 8, 9, 1]])
   hyp = jnp.array([[10, 11, 12, 13, 14]])

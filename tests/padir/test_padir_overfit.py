@@ -6,8 +6,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from padir import decode
-from padir import losses
+from padir import decode, losses
 from padir import model as model_lib
 from padir import tokenizer as tok_lib
 
@@ -29,9 +28,17 @@ def _corpus() -> tuple[np.ndarray, np.ndarray]:
 
 def test_nar_refinement_from_random_tokens_reproduces_memorized_targets():
   src, tgt = _corpus()
-  cfg = model_lib.ModelConfig(vocab_size=V, max_source_length=L, max_target_length=L,
-                              num_encoder_layers=1, num_decoder_layers=1, num_heads=4, d_model=64,
-                              d_ff=128, dropout_rate=0.0)
+  cfg = model_lib.ModelConfig(
+    vocab_size=V,
+    max_source_length=L,
+    max_target_length=L,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=4,
+    d_model=64,
+    d_ff=128,
+    dropout_rate=0.0,
+  )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
   optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
   batch = {"inputs": jnp.asarray(src), "targets": jnp.asarray(tgt)}

@@ -19,9 +19,14 @@ from padir import model as model_lib
 def setup(toy_corpus, tmp_path_factory):
   """(config, a batch of the toy corpus, the float32 model config)."""
   c = padir_bible_en_es.get_config()
-  c.data.update(corpus_dir=toy_corpus, prepare_bible=False, vocab_size=40,
-                vocab_path=str(tmp_path_factory.mktemp("vocab") / "spm40.model"),
-                max_source_length=16, max_target_length=16)
+  c.data.update(
+    corpus_dir=toy_corpus,
+    prepare_bible=False,
+    vocab_size=40,
+    vocab_path=str(tmp_path_factory.mktemp("vocab") / "spm40.model"),
+    max_source_length=16,
+    max_target_length=16,
+  )
   c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=32, d_ff=64)
   tok = vocab.prepare_vocabulary(c)
   pairs = [{"source": s, "target": t} for s, t in data.read_split(toy_corpus, "train", "en", "es")]
@@ -33,13 +38,16 @@ def setup(toy_corpus, tmp_path_factory):
 def make(cfg: model_lib.ModelConfig, **changes) -> model_lib.Transformer:
   """The model of cfg with changes, initialised from the same seed (the parameters do not
   depend on the compute dtype or the vocabulary padding)."""
-  return model_lib.Transformer(dataclasses.replace(cfg, **changes),
-                               rngs=nnx.Rngs(params=0, dropout=jax.random.key(0, impl="rbg")))
+  return model_lib.Transformer(
+    dataclasses.replace(cfg, **changes),
+    rngs=nnx.Rngs(params=0, dropout=jax.random.key(0, impl="rbg")),
+  )
 
 
 def train_step(config, model, batch):
   """One training step; (loss, the updated parameters)."""
   from padir import optim
+
   optimizer = nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
   train, _ = training.make_steps(config)
   model.train()
@@ -79,8 +87,9 @@ def test_padded_vocabulary_changes_no_loss_step_or_decision(setup):
   loss, params = train_step(config, plain, batch)
   loss_padded, params_padded = train_step(config, padded, batch)
   assert loss_padded == pytest.approx(loss, rel=1e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), params,
-               params_padded)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), params, params_padded
+  )
 
 
 def test_decode_step_keeps_the_real_vocabulary_with_padding(setup):
@@ -89,6 +98,7 @@ def test_decode_step_keeps_the_real_vocabulary_with_padding(setup):
   model = make(cfg, decoder="ar", vocab_multiple=128)
   enc_BSD, mask_BS = model.encode(batch["inputs"])
   cache = model.init_cache(enc_BSD, mask_BS, 4)
-  logits_BV, _ = model.decode_step(jnp.full(batch["inputs"].shape[:1], 1, jnp.int32),
-                                   jnp.int32(0), cache)
+  logits_BV, _ = model.decode_step(
+    jnp.full(batch["inputs"].shape[:1], 1, jnp.int32), jnp.int32(0), cache
+  )
   assert logits_BV.shape == (batch["inputs"].shape[0], cfg.vocab_size)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import run_on_devices
 
-MESHES = {"8x1": dict(data=8, model=1), "4x2": dict(data=4, model=2, params="logical"),
-          "4x2_fsdp": dict(data=4, model=2, params="fsdp")}
+MESHES = {
+  "8x1": dict(data=8, model=1),
+  "4x2": dict(data=4, model=2, params="logical"),
+  "4x2_fsdp": dict(data=4, model=2, params="fsdp"),
+}
 
 _SCRIPT = r"""
 import sys, numpy as np, jax, ml_collections
@@ -84,14 +86,28 @@ def test_one_training_step_on_8_devices_equals_one_device(toy_corpus, tmp_path):
       step_single, step_run = single[k] - init[k], run[k] - init[k]
       assert (step_single != 0).mean() > 0.9, k  # the step moved (nearly) every parameter
       np.testing.assert_allclose(run[k], single[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {k}")
-      np.testing.assert_allclose(step_run, step_single, rtol=1e-3,
-                                 atol=1e-4 * np.abs(step_single).max(), err_msg=f"{name} {k}")
+      np.testing.assert_allclose(
+        step_run,
+        step_single,
+        rtol=1e-3,
+        atol=1e-4 * np.abs(step_single).max(),
+        err_msg=f"{name} {k}",
+      )
   # The meshes really split the parameters (global shape, per-device shape, devices): the
   # logical rules put vocabulary, heads and FFN units over "model", FSDP the largest dimension.
   specs = {name: eval(str(np.load(tmp_path / f"{name}.npz")["specs"])) for name in MESHES}
-  assert specs["8x1"] == {"embed": ((40, 16), (40, 16), 8), "w_q": ((16, 2, 8), (16, 2, 8), 8),
-                          "up": ((16, 32), (16, 32), 8)}
-  assert specs["4x2"] == {"embed": ((40, 16), (20, 16), 8), "w_q": ((16, 2, 8), (16, 1, 8), 8),
-                          "up": ((16, 32), (16, 16), 8)}
-  assert specs["4x2_fsdp"] == {"embed": ((40, 16), (20, 16), 8), "w_q": ((16, 2, 8), (8, 2, 8), 8),
-                               "up": ((16, 32), (16, 16), 8)}
+  assert specs["8x1"] == {
+    "embed": ((40, 16), (40, 16), 8),
+    "w_q": ((16, 2, 8), (16, 2, 8), 8),
+    "up": ((16, 32), (16, 32), 8),
+  }
+  assert specs["4x2"] == {
+    "embed": ((40, 16), (20, 16), 8),
+    "w_q": ((16, 2, 8), (16, 1, 8), 8),
+    "up": ((16, 32), (16, 16), 8),
+  }
+  assert specs["4x2_fsdp"] == {
+    "embed": ((40, 16), (20, 16), 8),
+    "w_q": ((16, 2, 8), (8, 2, 8), 8),
+    "up": ((16, 32), (16, 16), 8),
+  }

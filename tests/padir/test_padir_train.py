@@ -8,13 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from configs import padir_bible_en_es
-from configs import padir_bible_en_es_distill
+from configs import padir_bible_en_es, padir_bible_en_es_distill
 from gmlm import cli
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
-from padir import optim
-from padir import training
+from padir import optim, training
 from padir.jobs import train as train_job
 
 
@@ -25,8 +23,17 @@ def _config(corpus_dir: str, steps: int, translate: bool = False):
   c.data.vocab_size = 40
   c.data.max_source_length = c.data.max_target_length = 16
   c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-  c.train.update(batch_size=4, num_train_steps=steps, warmup_steps=2, log_every=2, eval_every=4,
-                 eval_batches=1, checkpoint_every=2, keep_checkpoints=2, progress_bar=False)
+  c.train.update(
+    batch_size=4,
+    num_train_steps=steps,
+    warmup_steps=2,
+    log_every=2,
+    eval_every=4,
+    eval_batches=1,
+    checkpoint_every=2,
+    keep_checkpoints=2,
+    progress_bar=False,
+  )
   c.decode.update(num_examples=4 if translate else 0, batch_size=4, num_lengths=2)
   return c
 
@@ -44,8 +51,10 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tm
   # a line in report.md, the counts in data.json (they were logged at INFO only).
   counts = json.loads((tmp_path / "run" / "data.json").read_text())["train"]
   assert counts["total"] == 200 and 0 < counts["too_long"] == 200 - counts["kept"]
-  line = (f"dropped {counts['too_long']} of 200 pairs longer than max_source_length=16 / "
-          f"max_target_length=16 tokens")
+  line = (
+    f"dropped {counts['too_long']} of 200 pairs longer than max_source_length=16 / "
+    f"max_target_length=16 tokens"
+  )
   assert any(line in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
   assert line in (tmp_path / "run" / "report.md").read_text()
   records = _metrics(workdir)
@@ -65,14 +74,16 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tm
   assert os.path.isfile(os.path.join(workdir, "report.md"))
 
 
-def test_a_validation_split_smaller_than_the_batch_is_refused_before_training(toy_corpus,
-                                                                              tmp_path):
+def test_a_validation_split_smaller_than_the_batch_is_refused_before_training(toy_corpus, tmp_path):
   """It failed at the first evaluation (~9 minutes into the shipped config's run)."""
   config = _config(toy_corpus, steps=4)
-  config.train.batch_size = 32   # the toy valid split has 16 pairs
-  with pytest.raises(UserError, match=r"valid split .* has \d+ pairs within max_source_length"
-                                      r"=16 / max_target_length=16 tokens \(16 in all\), fewer "
-                                      r"than train.batch_size=32"):
+  config.train.batch_size = 32  # the toy valid split has 16 pairs
+  with pytest.raises(
+    UserError,
+    match=r"valid split .* has \d+ pairs within max_source_length"
+    r"=16 / max_target_length=16 tokens \(16 in all\), fewer "
+    r"than train.batch_size=32",
+  ):
     train_job.run(config, str(tmp_path / "run"))
   assert not os.path.exists(tmp_path / "run" / "checkpoints")
   assert not os.path.exists(tmp_path / "run" / "metrics.jsonl")
@@ -80,22 +91,23 @@ def test_a_validation_split_smaller_than_the_batch_is_refused_before_training(to
 
 def _event_scalars(logdir):
   import struct
+
   from tensorboardX.proto import event_pb2
+
   out = {}
   for name in os.listdir(logdir):
     data = open(os.path.join(logdir, name), "rb").read()
     i = 0
-    while i < len(data):   # TFRecord: u64 length, u32 crc, payload, u32 crc
-      (n,) = struct.unpack("<Q", data[i:i + 8])
-      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+    while i < len(data):  # TFRecord: u64 length, u32 crc, payload, u32 crc
+      (n,) = struct.unpack("<Q", data[i : i + 8])
+      event = event_pb2.Event.FromString(data[i + 12 : i + 12 + n])
       i += 12 + n + 4
       for value in event.summary.value:
         out[(value.tag, event.step)] = value.simple_value
   return out
 
 
-def test_a_rerun_with_another_config_is_refused_before_anything_is_written(toy_corpus,
-                                                                          tmp_path):
+def test_a_rerun_with_another_config_is_refused_before_anything_is_written(toy_corpus, tmp_path):
   """The guard, through the CLI's path and inside the job: config.json stays the old run's."""
   workdir = tmp_path / "run"
   RunDir(workdir, _config(toy_corpus, steps=4))  # what an earlier run left there
@@ -111,12 +123,15 @@ def test_a_rerun_with_another_config_is_refused_before_anything_is_written(toy_c
   cli.prepare(_config(toy_corpus, steps=4), str(workdir), "train.py")  # the same config resumes
 
 
-@pytest.mark.parametrize("make, key, value", [
+@pytest.mark.parametrize(
+  "make, key, value",
+  [
     (padir_bible_en_es.get_config, "train.batch_size", 0),
     (padir_bible_en_es.get_config, "model.decoder", "rnn"),
     (padir_bible_en_es.get_config, "loss.keep_rate", 1.5),
     (padir_bible_en_es_distill.get_config, "distill.beam_size", 0),
-])
+  ],
+)
 def test_a_bad_config_value_is_named_before_the_workdir_exists(make, key, value, tmp_path):
   config = make()
   section, name = key.split(".")
@@ -130,8 +145,11 @@ def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
   t = _config("unused", steps=100).train
   t.update(warmup_steps=10, peak_lr=3e-3, min_lr=1e-5)
   lr = optim.learning_rate_schedule(t)
-  np.testing.assert_allclose([float(lr(0)), float(lr(5)), float(lr(10)), float(lr(100))],
-                             [1e-5, 1e-5 + 0.5 * (3e-3 - 1e-5), 3e-3, 1e-5], rtol=1e-5)
+  np.testing.assert_allclose(
+    [float(lr(0)), float(lr(5)), float(lr(10)), float(lr(100))],
+    [1e-5, 1e-5 + 0.5 * (3e-3 - 1e-5), 3e-3, 1e-5],
+    rtol=1e-5,
+  )
   assert float(lr(55)) == pytest.approx(1e-5 + 0.5 * (3e-3 - 1e-5), rel=1e-4)  # cosine midpoint
 
 
@@ -176,11 +194,14 @@ def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
   """A resumed run's metrics.jsonl may repeat a step: the last record counts; the report's
   table holds each evaluation once, with its values, and the figure is written."""
   from padir import curves
-  records = [{"step": 50, "train_loss": 9.0, "steps_per_second": 0.5},
-             {"step": 100, "train_loss": 8.0, "steps_per_second": 0.5},
-             {"step": 100, "valid_loss": 7.5, "valid_bleu": 1.25, "example": {"source": "a"}},
-             {"step": 100, "train_loss": 7.9, "steps_per_second": 0.4},  # after a resume
-             {"step": 200, "valid_loss": 6.5, "valid_bleu": 3.5}]
+
+  records = [
+    {"step": 50, "train_loss": 9.0, "steps_per_second": 0.5},
+    {"step": 100, "train_loss": 8.0, "steps_per_second": 0.5},
+    {"step": 100, "valid_loss": 7.5, "valid_bleu": 1.25, "example": {"source": "a"}},
+    {"step": 100, "train_loss": 7.9, "steps_per_second": 0.4},  # after a resume
+    {"step": 200, "valid_loss": 6.5, "valid_bleu": 3.5},
+  ]
   (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
   train, evals = curves.read_metrics(str(tmp_path))
   assert [r["train_loss"] for r in train] == [9.0, 7.9]
