@@ -603,7 +603,7 @@ def section_padir(ctx: Context, s: Section) -> None:
     model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
     tx = optax.adafactor(
       learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
-    )  # as padir.train_lib.make_optimizer
+    )  # as padir.optim.make_optimizer
     graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
 
     def train_step(state, batch, key):
