@@ -89,8 +89,8 @@ class Sizes:
   mlm_lengths: tuple[int, ...]
   chains: tuple[int, ...]
   chain_steps: int
-  nfold_chains: int
-  nfold_steps: int
+  rejection_free_chains: int
+  rejection_free_steps: int
   ising_clique: tuple[int, int, int]  # n, chains, steps
   ising_dense: tuple[int, int, int]
   ising_ks: tuple[int, ...]
@@ -111,8 +111,8 @@ FULL = Sizes(
   mlm_lengths=(22, 128),
   chains=(1024, 4096, 16384),
   chain_steps=8,
-  nfold_chains=64,
-  nfold_steps=400,
+  rejection_free_chains=64,
+  rejection_free_steps=400,
   ising_clique=(10, 65536, 100),
   ising_dense=(64, 4096, 64),
   ising_ks=(1, 2, 4),
@@ -140,8 +140,8 @@ TINY = Sizes(
   mlm_lengths=(22,),
   chains=(16,),
   chain_steps=2,
-  nfold_chains=4,
-  nfold_steps=16,
+  rejection_free_chains=4,
+  rejection_free_steps=16,
   ising_clique=(10, 256, 8),
   ising_dense=(12, 64, 8),
   ising_ks=(1, 2),
@@ -373,20 +373,22 @@ def section_glauber(ctx: Context, s: Section) -> None:
   import jax
 
   from glauber import chains
+  from glauber.layout import Layout
 
   flops = load_benchmark("mlm_forward").flops_per_sequence
   c = ctx.sizes.bert
   V = c["vocab_size"]
-  spec = lambda T: chains.make_spec(np.arange(FIRST_WORD, V), V, MASK, 1, N_SITES, T)
+  lay = Layout((), N_SITES, CLS, SEP, MASK)  # [CLS] x_1..x_n [SEP], no prefix
+  spec = lambda T: chains.make_spec(np.arange(FIRST_WORD, V), V, lay, T)
   steps = ctx.sizes.chain_steps
   per_step = flops(c, L_CHAIN, rows_in_last_layer=1)
   with tempfile.TemporaryDirectory() as directory:
     for dtype in ("bfloat16", "float32"):
       model = bert_model(c, dtype, trap=True)
       if dtype == "float32":
-        from gmlm.nn import bert as bert_lib
+        from gmlm.nn import export
 
-        bert_lib.save_pretrained(model, directory)  # the same weights for PyTorch
+        export.save_pretrained(model, directory)  # the same weights for PyTorch
       for B in ctx.sizes.chains:
         if s.over(f"chains {dtype} B={B}"):
           continue
@@ -502,11 +504,12 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   import jax
 
   from glauber import chains
-  from glauber import rejection_free as nfold
+  from glauber import rejection_free as rf
+  from glauber.layout import Layout, max_sequence_length
 
   if s.over("rejection-free"):
     return
-  B, steps = ctx.sizes.nfold_chains, ctx.sizes.nfold_steps
+  B, steps = ctx.sizes.rejection_free_chains, ctx.sizes.rejection_free_steps
   try:
     if ctx.tiny:
       raise FileNotFoundError("tiny: the random model with a trap")
@@ -516,9 +519,9 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
     model, tok = gm.load("default")
     n = 16
     cands = chains.candidate_ids(tok, model.config.vocab_size)
-    lay = init_states.layout(tok, n, "", init_states.max_sequence_length(model))
+    lay = Layout.from_tokenizer(tok, n, "", max_sequence_length(model))
     x0 = init_states.from_text(tok, lay, ["the river flows through the old town ."], B)
-    spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay.mask_id, lay.offset, n, T)
+    spec = lambda T: chains.make_spec(cands, model.config.vocab_size, lay, T)
     label = "default MLM"
     x0, _ = chains.run(jax.random.key(0), model, spec(0.0), chains.init_state(x0), 1, 200)
     start = x0.tokens_BL
@@ -530,7 +533,7 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
     start[:, 1:-1] = TRAP
     grid = (1.0, 0.7, 0.5, 0.3, 0.2, 0.1)
   for T in grid:
-    _, median = nfold.choose_mode(model, spec(T), start)
+    _, median = rf.choose_mode(model, spec(T), start)
     if median >= 0.99:
       break
   state = chains.init_state(start)
@@ -543,7 +546,7 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
     chain_steps_per_s=B * steps / steady,
     median_stay=median,
   )
-  fast = lambda: nfold.run(jax.random.key(2), model, spec(T), state, 1, steps)[0].tokens_BL
+  fast = lambda: rf.run(jax.random.key(2), model, spec(T), state, 1, steps)[0].tokens_BL
   first, steady_nf = timed(fast, 0.0, 1)
   s.row(
     f"rejection-free {label} T={T} B={B}",

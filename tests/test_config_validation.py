@@ -179,6 +179,26 @@ def test_every_shipped_config_passes_validation(name, entry, tmp_path):
   assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("name,entry", shipped_configs())
+def test_every_job_refuses_a_workdir_holding_another_config(name, entry, tmp_path):
+  """The guard every entry point applies before a job runs: the workdir of a run (finished or
+  killed: only config.json matters) with one key changed is refused, and nothing is written."""
+  from gmlm import runs
+  from gmlm.checks import UserError
+
+  config = base_config(name, tmp_path)
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  other = ml_collections.ConfigDict(config.to_dict())
+  other.seed = int(other.get("seed", 0)) + 1
+  (workdir / "config.json").write_text(runs.dumps(other))
+  before = (workdir / "config.json").read_bytes()
+  with pytest.raises(UserError, match=r"different config \(seed differ"):
+    cli.prepare(config, str(workdir), entry)
+  assert [f.name for f in workdir.iterdir()] == ["config.json"]
+  assert (workdir / "config.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("name,entry,key,bad", list(cases()))
 def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(
   name, entry, key, bad, tmp_path

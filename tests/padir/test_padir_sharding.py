@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import run_on_devices
+from padir_util import write_corpus
 
 MESHES = {
   "8x1": dict(data=8, model=1),
@@ -74,8 +75,12 @@ for name, mesh in [("single", None)] + list(meshes.items()):
 
 
 @pytest.mark.slow  # four one-step trainings (compilations) in a subprocess
-def test_one_training_step_on_8_devices_equals_one_device(toy_corpus, tmp_path):
-  run_on_devices(_SCRIPT, 8, toy_corpus, str(tmp_path), repr(MESHES), timeout=900, cwd=tmp_path)
+def test_one_training_step_on_8_devices_equals_one_device(tmp_path):
+  # The toy corpus with a larger valid split: training refuses a valid split with fewer pairs
+  # within the maximum lengths than one batch (the train split, drawn first, is the fixture's).
+  (tmp_path / "corpus").mkdir()
+  corpus = write_corpus(tmp_path / "corpus", {"train": 200, "valid": 48, "test": 16}, max_words=7)
+  run_on_devices(_SCRIPT, 8, corpus, str(tmp_path), repr(MESHES), timeout=900, cwd=tmp_path)
   init = np.load(tmp_path / "init.npz")
   single = np.load(tmp_path / "single.npz")
   for name in MESHES:
