@@ -8,7 +8,9 @@ Modules, bottom up:
   corpus as array_record files; the only module that loads tensorflow_datasets), tokenizer
   (SentencePiece with fixed special ids), vocab (a config's vocabulary, trained once);
 - model (flax.nnx Transformer, the AR KV cache), losses (noising rule, multi-stage loss),
-  decode (refinement, greedy and beam AR), evaluate (SacreBLEU, stutter, validation loss);
+  decode (refinement, greedy and beam AR), metrics (SacreBLEU, chrF, stutter), evaluate
+  (translation, validation loss and BLEU during training), attention (attention statistics of
+  stutter vs other adjacent pairs), speed (latency and throughput of the decoders);
 - sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh), optim (schedule,
   AdaFactor), training (`fit(config, rd)`: the loop, checkpoints, resume; `validate`),
   restore (a trained run's model for other code), curves (figure and report.md), distill
@@ -33,8 +35,9 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
 
 from padir.data import CorpusError, make_dataset
 from padir.decode import beam_search, drop_stutter, greedy_ar, refine
-from padir.evaluate import bleu, stutter_rate, translate
+from padir.evaluate import translate
 from padir.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
+from padir.metrics import bleu, chrf, stutter_rate
 from padir.model import KVCache, ModelConfig, Transformer
 from padir.tokenizer import Tokenizer, train_tokenizer
 
@@ -48,6 +51,7 @@ __all__ = [
   "greedy_ar",
   "refine",
   "bleu",
+  "chrf",
   "stutter_rate",
   "translate",
   "ar_loss",

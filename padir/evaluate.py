@@ -1,6 +1,6 @@
-"""Evaluation: translation with a trained model, SacreBLEU (with its signature), the word-level
-stutter rate, and the validation loss and BLEU that training logs (`validation_loss`,
-`validation_translation`)."""
+"""Evaluation during training: translation with a trained model, and the validation loss and
+BLEU that training logs (`validation_loss`, `validation_translation`); the metrics themselves
+(SacreBLEU, chrF, stutter) are padir.metrics."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import sacrebleu
 from flax import nnx
 
-from padir import data, decode
+from padir import data, decode, metrics
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
@@ -97,28 +96,6 @@ def translate(
   return out
 
 
-def bleu(
-  hypotheses: Sequence[str], references: Sequence[str], target_lang: str
-) -> tuple[float, str]:
-  """SacreBLEU score and signature (13a tokenization; 'zh' for Chinese, 'ja-mecab' unsupported)."""
-  tokenize = "zh" if target_lang == "zh" else "13a"
-  metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
-  score = metric.corpus_score(list(hypotheses), [list(references)])
-  return float(score.score), str(metric.get_signature())
-
-
-def stutter_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-  """Paper Sec. 3.3: the fraction of adjacent word pairs that repeat a word in the hypothesis,
-  counting only repeats that the reference does not also contain."""
-  repeats, pairs = 0, 0
-  for hyp, ref in zip(hypotheses, references):
-    words = hyp.split()
-    ref_repeats = {a for a, b in zip(ref.split(), ref.split()[1:]) if a == b}
-    pairs += max(len(words) - 1, 0)
-    repeats += sum(1 for a, b in zip(words, words[1:]) if a == b and a not in ref_repeats)
-  return repeats / max(pairs, 1)
-
-
 def validation_loss(
   eval_step: Callable,
   model: model_lib.Transformer,
@@ -182,10 +159,10 @@ def validation_translation(
     beam_size=c.get("beam_size", 1),
     length_penalty=c.get("length_penalty", 0.6),
   )
-  score, signature = bleu(hypotheses, references, config.data.target_lang)
+  score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {
-    "valid_bleu": score,
-    "bleu_signature": signature,
-    "valid_stutter": stutter_rate(hypotheses, references),
+    "valid_bleu": score.score,
+    "bleu_signature": score.signature,
+    "valid_stutter": metrics.stutter_rate(hypotheses, references),
     "example": {"source": sources[0], "reference": references[0], "hypothesis": hypotheses[0]},
   }

@@ -120,6 +120,7 @@ class Attention(nnx.Module):
     self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)), **_axes("heads", "head_dim", "embed"))
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
     self.dtype = cfg.compute_dtype
+    self.sow_weights = False  # True: attend() sows its softmax weights (padir.attention)
 
   def w(self, param: nnx.Param) -> Array:
     """A weight in the compute dtype (the float32 master copy stays the parameter)."""
@@ -143,7 +144,10 @@ class Attention(nnx.Module):
       "BQNH,BNKH->BNQK", q_BQNH, k_BNKH, preferred_element_type=jnp.float32
     ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
-    probs_BNQK = self.dropout(jax.nn.softmax(logits_BNQK, axis=-1)).astype(self.dtype)
+    probs_BNQK = jax.nn.softmax(logits_BNQK, axis=-1)
+    if self.sow_weights:
+      self.sow(nnx.Intermediate, "weights_BNQK", probs_BNQK)
+    probs_BNQK = self.dropout(probs_BNQK).astype(self.dtype)
     out_BQNH = jnp.einsum("BNQK,BNKH->BQNH", probs_BNQK, v_BNKH)
     return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w(self.w_o_NHD))
 

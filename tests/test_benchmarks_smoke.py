@@ -32,3 +32,19 @@ def test_ising_throughput_quick_runs_and_prints_ratios():
     for k in (1, 2, 4):
       assert re.search(rf"ratio ours/numpy\s+{model}\s+k={k}\s+\d+\.\d+x", out), out
   assert "FAILED" not in out and "thrml    sweep" not in out
+
+
+def test_padir_speed_tiny_runs_and_prints_ratios():
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / "benchmarks" / "padir_speed.py"), "--tiny"],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert re.search(r"\| padir-4 \| \d+ \| [\d.]+ \| [\d.]+ \|", out), out
+  for name in ("padir-4", "ar-greedy"):
+    assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
+  assert re.search(r"ratio vs ar-greedy\s+ar-greedy\s+p50 1\.00x\s+p99 1\.00x", out), out

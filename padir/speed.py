@@ -1,0 +1,190 @@
+"""Decoding speed: per-sentence latency at batch 1 and throughput at batch 64 (paper Sec. 3.3).
+
+A `Decoder` names one way to translate: PaDIR refinement (num_steps passes at most, num_lengths
+length candidates), AR greedy, or AR beam search. `measure` runs it under jit on sources padded
+to the model's max_source_length (one shape: one compilation) and reports
+
+- compile_s: the wall time of the first call (compilation + one run), apart from the rest;
+- latency at batch 1: one call per sentence, each timed alone (wall clock, device synchronized);
+  p50 and p99 over the sentences, in milliseconds;
+- throughput at batch 64: sentences per second over full batches after a warm-up call;
+- decoder passes per sentence (mean at batch 1): refinement passes run (early stopping
+  included), tokens decoded by beam search, max_target_length for greedy (our greedy_ar runs a
+  fixed-length loop);
+- peak memory: the process's peak resident set so far (ru_maxrss; monotone, so a later decoder
+  shows the peak of everything before it) and, where the device reports it, the device's peak
+  bytes in use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import resource
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from padir import decode
+from padir import model as model_lib
+
+THROUGHPUT_BATCH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoder:
+  """One decoding method: kind "padir" (refine), "greedy" or "beam" (AR models)."""
+
+  name: str
+  kind: str
+  num_steps: int = 4
+  num_lengths: int = 5
+  beam_size: int = 5
+
+  def check(self, model: model_lib.Transformer) -> None:
+    wanted = "nar" if self.kind == "padir" else "ar"
+    if self.kind not in ("padir", "greedy", "beam"):
+      raise ValueError(f"{self.name}: kind must be 'padir', 'greedy' or 'beam', got {self.kind!r}")
+    if model.cfg.decoder != wanted:
+      raise ValueError(
+        f"{self.name}: a {self.kind} decoder needs a model with decoder={wanted!r}, "
+        f"got {model.cfg.decoder!r}"
+      )
+
+
+@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths"))
+def _refine(model, inputs_BS, key, num_steps, num_lengths):
+  out = decode.refine(model, inputs_BS, key, num_steps=num_steps, num_lengths=num_lengths)
+  return out["tokens"], out["steps"]
+
+
+@nnx.jit
+def _greedy(model, inputs_BS):
+  return decode.greedy_ar(model, inputs_BS), jnp.int32(model.cfg.max_target_length)
+
+
+@functools.partial(nnx.jit, static_argnames=("beam_size",))
+def _beam(model, inputs_BS, beam_size):
+  out = decode.beam_search(model, inputs_BS, beam_size)
+  return out["tokens"], out["steps"]
+
+
+def decode_fn(model: model_lib.Transformer, decoder: Decoder) -> Callable[..., tuple[Any, Any]]:
+  """(inputs_BS, key) -> (tokens_BT, decoder passes), jitted, for this model and method."""
+  decoder.check(model)
+  if decoder.kind == "padir":
+    return lambda x, key: _refine(model, x, key, decoder.num_steps, decoder.num_lengths)
+  if decoder.kind == "greedy":
+    return lambda x, key: _greedy(model, x)
+  return lambda x, key: _beam(model, x, decoder.beam_size)
+
+
+def peak_memory() -> dict[str, float]:
+  """Peak resident set of the process (MiB) and, if reported, the device's peak (MiB)."""
+  out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+  stats = jax.devices()[0].memory_stats() or {}
+  if "peak_bytes_in_use" in stats:
+    out["device_peak_mb"] = stats["peak_bytes_in_use"] / 2**20
+  return out
+
+
+def _timed(fn: Callable, *args) -> tuple[float, Any]:
+  start = time.perf_counter()
+  out = jax.block_until_ready(fn(*args))
+  return time.perf_counter() - start, out
+
+
+def measure(
+  model: model_lib.Transformer,
+  decoder: Decoder,
+  sources_NS: np.ndarray,
+  *,
+  seed: int = 0,
+  throughput_batch: int = THROUGHPUT_BATCH,
+  throughput_batches: int = 2,
+) -> dict[str, Any]:
+  """The module docstring's figures for one decoder on encoded sources [N, max_source_length]
+  (EOS-terminated, PAD-padded; the first N rows are timed one by one, and full batches of
+  throughput_batch rows are cycled from them for the throughput)."""
+  fn = decode_fn(model, decoder)
+  key = jax.random.key(seed)
+  compile_s, _ = _timed(fn, jnp.asarray(sources_NS[:1]), key)
+  times, passes = [], []
+  for n in range(len(sources_NS)):
+    t, (_, steps) = _timed(fn, jnp.asarray(sources_NS[n : n + 1]), jax.random.fold_in(key, n))
+    times.append(t)
+    passes.append(int(steps))
+  rows = np.resize(sources_NS, (throughput_batch * throughput_batches, sources_NS.shape[1]))
+  batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
+  batch_compile_s = _timed(fn, batches[0], key)[0] if throughput_batch > 1 else 0.0
+  total = sum(_timed(fn, b, jax.random.fold_in(key, i))[0] for i, b in enumerate(batches))
+  ms = np.asarray(times) * 1e3
+  return {
+    "decoder": dataclasses.asdict(decoder),
+    "sentences": len(sources_NS),
+    "compile_s": compile_s,
+    "batch_compile_s": batch_compile_s,
+    "p50_ms": float(np.percentile(ms, 50)),
+    "p99_ms": float(np.percentile(ms, 99)),
+    "mean_ms": float(ms.mean()),
+    "passes": float(np.mean(passes)),
+    "throughput": throughput_batch * throughput_batches / total,
+    **peak_memory(),
+  }
+
+
+def ratios(results: dict[str, dict[str, Any]], baseline: str) -> dict[str, dict[str, float]]:
+  """Per decoder: baseline p50 / its p50, baseline p99 / its p99, its throughput / baseline's
+  (> 1: this decoder is faster than the baseline)."""
+  base = results[baseline]
+  return {
+    name: {
+      "p50_speedup": base["p50_ms"] / r["p50_ms"],
+      "p99_speedup": base["p99_ms"] / r["p99_ms"],
+      "throughput_ratio": r["throughput"] / base["throughput"],
+    }
+    for name, r in results.items()
+  }
+
+
+def table_rows(results: dict[str, dict[str, Any]], speedups: dict[str, dict[str, float]]) -> list:
+  """Rows for gmlm.runs.markdown_table under TABLE_HEADER."""
+  return [
+    [
+      name,
+      r["passes"],
+      r["p50_ms"],
+      r["p99_ms"],
+      r["throughput"],
+      r["compile_s"],
+      speedups[name]["p50_speedup"],
+      speedups[name]["p99_speedup"],
+      r["peak_rss_mb"],
+    ]
+    for name, r in results.items()
+  ]
+
+
+TABLE_HEADER = [
+  "decoder",
+  "passes",
+  "p50 ms",
+  "p99 ms",
+  "sent/s @64",
+  "compile s",
+  "p50 speedup",
+  "p99 speedup",
+  "peak RSS MiB",
+]
+
+
+def standard_decoders(passes: Sequence[int] = (4, 10)) -> list[Decoder]:
+  """The issue's set: PaDIR with 4 and 10 passes (5 lengths), AR greedy and beam 5."""
+  return [Decoder(f"padir-{p}", "padir", num_steps=p) for p in passes] + [
+    Decoder("ar-greedy", "greedy"),
+    Decoder("ar-beam5", "beam", beam_size=5),
+  ]

@@ -1,0 +1,65 @@
+"""padir.synthetic: the corpus is a deterministic function of the seed, every target is the
+rule-based translation of its source (checked by an independent left-to-right reading), the
+reordering and fertility rules occur, and the synthetic configs size a 3+3 model (the deep /
+shallow one at about equal parameters)."""
+
+import json
+
+from configs import padir_synthetic, padir_synthetic_ar, padir_synthetic_ar_deep_shallow
+from padir import data, synthetic
+from padir import model as model_lib
+
+SIZES = {"train": 300, "valid": 20, "test": 20}
+
+
+def test_the_corpus_is_deterministic_and_readable(tmp_path):
+  a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+  synthetic.write_corpus(str(a), SIZES, seed=3)
+  synthetic.write_corpus(str(b), SIZES, seed=3)
+  synthetic.write_corpus(str(c), SIZES, seed=4)
+  for split in SIZES:
+    assert (a / f"{split}.tsv").read_bytes() == (b / f"{split}.tsv").read_bytes()
+    assert (a / f"{split}.tsv").read_bytes() != (c / f"{split}.tsv").read_bytes()
+    assert len(data.read_split(str(a), split, "en", "cx")) == SIZES[split]  # padir.data reads it
+  manifest = json.loads((a / "manifest.json").read_text())
+  assert manifest["counts"] == SIZES
+
+
+def test_targets_follow_the_rules(tmp_path):
+  """Reading the source left to right: an adjective before a noun swaps with it, a fertile word
+  adds its particle, every word is replaced by its cipher; the cipher is one-to-one."""
+  manifest = synthetic.write_corpus(str(tmp_path), SIZES, seed=3)
+  cipher, particle = manifest["cipher"], manifest["particle"]
+  assert len(set(cipher.values()) | set(particle.values())) == len(cipher) + len(particle)
+  adjectives, nouns = set(synthetic.ADJ), set(synthetic.NOUN)
+  swaps = fertile = 0
+  for src, tgt in data.read_split(str(tmp_path), "train", "en", "cx"):
+    words, expected = src.split(), []
+    assert 5 <= len(words) <= 11
+    for j, w in enumerate(words):
+      if w in nouns and j > 0 and words[j - 1] in adjectives:
+        expected.insert(len(expected) - 1, cipher[w])  # the noun goes before its adjective
+        swaps += 1
+      else:
+        expected.append(cipher[w])
+      if w in particle:
+        expected.append(particle[w])
+        fertile += 1
+    assert tgt.split() == expected, src
+  # Each NP has an adjective with probability 1/2 (2.5 NPs per sentence); 5 of 18 verbs and
+  # prepositions are fertile. Expected counts over 300 sentences: ~375 swaps, ~100 particles.
+  assert 300 < swaps < 450 and 60 < fertile < 150
+
+
+def test_the_synthetic_configs_size_the_models():
+  c = padir_synthetic.get_config()
+  assert (c.model.num_encoder_layers, c.model.num_decoder_layers) == (3, 3)
+  counts = {}
+  for name, module in (
+    ("ar", padir_synthetic_ar),
+    ("deep_shallow", padir_synthetic_ar_deep_shallow),
+  ):
+    cfg = model_lib.ModelConfig.from_run_config(module.get_config(), c.data.vocab_size)
+    counts[name] = model_lib.abstract_param_count(cfg)
+  assert padir_synthetic_ar_deep_shallow.get_config().model.num_decoder_layers == 1
+  assert abs(counts["deep_shallow"] / counts["ar"] - 1) < 0.05, counts
