@@ -9,8 +9,11 @@ the issue's target is PaDIR (4 passes, 5 lengths) within 1 BLEU of AR greedy
 (configs/padir_synthetic_ar.py) and the distilled PaDIR (configs/padir_synthetic_distill.py) no
 worse. Evaluate the three with configs/padir_eval.py.
 
-Budget: sized for <= 20 minutes on 2 quiet CPU cores (README, Timings; the estimate in the
-helper report of 2026-11-23 came from a short run on a busy machine). Result: not yet run.
+Budget: 1.6M parameters, batch 64 x 36 tokens: about a fifth of the FLOPs of a
+configs/padir_bible_en_es.py step (2.1 s/step, README Timings), so an estimated 0.5-0.8 s/step
+and 1,500 steps in 13-20 minutes on 2 quiet cores, evaluations included (estimated 2026-11-23
+from a 300-step run on a machine at load ~15: ~2 CPU-s/step; not yet timed on a quiet one).
+Result: not yet run.
 """
 
 import ml_collections
@@ -38,11 +41,11 @@ def get_config() -> ml_collections.ConfigDict:
 
   t = config.train
   t.batch_size = 64
-  t.num_train_steps = 3_000
-  t.warmup_steps = 200
+  t.num_train_steps = 1_500
+  t.warmup_steps = 150
   t.peak_lr = 3e-3
   t.log_every = 100
-  t.eval_every = 1_000
+  t.eval_every = 500
   t.eval_batches = 4
   t.checkpoint_every = 500
 

@@ -85,6 +85,7 @@ VALID = {
   ("data.bucket_boundaries", "()"): "() = pad every batch to the maximum lengths",
   ("distill.teacher_workdir", repr(NONSENSE)): "a run directory, checked when distilling",
   ("distill.corpus_dir", repr(NONSENSE)): "where the distilled corpus is written",
+  ("checkpoints", repr(NONSENSE)): "run directories, checked before the first model loads",
 }
 
 # Keys left out: resolved by gmlm.cli.resolve_job (a UserError, tested in tests/gmlm/test_cli).

@@ -1,0 +1,33 @@
+"""Quality, speed and attention of trained PaDIR / AR models, in one report (paper App. L.4-L.5).
+
+  python sample.py --config configs/padir_eval.py --workdir runs/padir_eval_synthetic \
+      --config.checkpoints=runs/padir_synthetic,runs/padir_synthetic_ar,runs/padir_synthetic_distill
+
+Each checkpoint (a training run directory: config.json + checkpoints/, its latest step) is
+decoded on its corpus's `split` the way its kind decodes: PaDIR with each of `padir_passes`
+(`num_lengths` length candidates), AR greedily and with `beam_size` beams. Writes report.md
+(a Table L.1-format table: model, hypotheses, passes, BLEU, chrF, stutter, p50 / p99 ms at
+batch 1; the self- and cross-attention tables of stutter vs other adjacent pairs of the PaDIR
+outputs, Tables 4-5; figures), results.json, and one cell per checkpoint under cells/ (a killed
+run resumes at the first unfinished checkpoint). Timings mean something on a quiet machine only.
+Result: not yet run.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.job = "padir.jobs.evaluate"
+  # Comma-separated training run directories (PaDIR or AR, any order).
+  c.checkpoints = "runs/padir_synthetic,runs/padir_synthetic_ar,runs/padir_synthetic_distill"
+  c.split = "test"  # the held-out split of each run's corpus: "test" or "valid"
+  c.max_sentences = 0  # 0 = every sentence of the split
+  c.padir_passes = (4, 10)  # refinement passes (at most: early stopping) of the PaDIR rows
+  c.num_lengths = 5  # PaDIR length candidates (# Hyp. in Table L.1)
+  c.beam_size = 5  # AR beam rows (the AR models also decode greedily)
+  c.batch_size = 64  # sentences per decoding call; also the throughput batch
+  c.latency_sentences = 100  # sentences timed one by one at batch 1 (p50 / p99)
+  c.attention_sentences = 512  # PaDIR outputs analysed for Tables 4-5
+  c.seed = 0
+  return c

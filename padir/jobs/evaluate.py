@@ -1,0 +1,306 @@
+"""`python sample.py --config configs/padir_eval.py --config.checkpoints=DIR1,DIR2 --workdir DIR`.
+
+For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
+- quality of each decoder (PaDIR: each of padir_passes with num_lengths candidates, stutter
+  dropped after the last pass as the paper does; AR: greedy and beam_size beams): SacreBLEU and
+  chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
+- speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
+  compilation apart, and throughput at batch_size;
+- for PaDIR, the attention analyses of the first padir_passes decoder's outputs (padir.attention:
+  Tables 4-5) over the first attention_sentences.
+Each checkpoint is one resumable cell (cells/); results.json holds them all, report.md renders
+them (Table L.1 format, the two attention tables, figures).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+from gmlm import checks
+from gmlm.checks import UserError
+from gmlm.runs import RunDir, markdown_table
+from padir import attention, data, decode, evaluate, metrics, restore, speed
+
+ENTRY_POINT = "sample.py"
+SPLITS = ("test", "valid")
+
+
+def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:
+  return [p.strip() for p in str(config.checkpoints).split(",")]
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Checks every key the job reads; reads no file and loads nothing."""
+  value = checks.get(config, "checkpoints")
+  dirs = checkpoint_dirs(config) if isinstance(value, str) else []
+  checks.check(
+    isinstance(value, str) and all(dirs) and len(set(dirs)) == len(dirs),
+    "checkpoints",
+    value,
+    "must be comma-separated distinct training run directories, e.g. "
+    "'runs/padir_synthetic,runs/padir_synthetic_ar'",
+  )
+  checks.check_choice(config, "split", SPLITS)
+  checks.check_int(config, "max_sentences", lo=0)
+  checks.check_ints(config, "padir_passes", lo=1)
+  for key in ("num_lengths", "beam_size", "batch_size", "latency_sentences", "attention_sentences"):
+    checks.check_int(config, key, lo=1)
+  checks.check_int(config, "seed", lo=0)
+
+
+def check_checkpoints(config: ml_collections.ConfigDict) -> None:
+  """Every directory holds a training run with a checkpoint: refused before any model loads."""
+  bad = [d for d in checkpoint_dirs(config) if not restore.checkpoint_steps(d)]
+  bad += [
+    d
+    for d in checkpoint_dirs(config)
+    if d not in bad and not os.path.isfile(os.path.join(d, "config.json"))
+  ]
+  if bad:
+    raise UserError(
+      f"config.checkpoints: {bad} hold no trained run (config.json and checkpoints/): train "
+      f"them first, e.g. `python train.py --config configs/padir_synthetic.py --workdir DIR`"
+    )
+
+
+def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder]:
+  if kind == "nar":
+    return [
+      speed.Decoder(f"padir-{p}", "padir", num_steps=p, num_lengths=config.num_lengths)
+      for p in config.padir_passes
+    ]
+  return [
+    speed.Decoder("ar-greedy", "greedy"),
+    speed.Decoder(f"ar-beam{config.beam_size}", "beam", beam_size=config.beam_size),
+  ]
+
+
+def _batches(inputs_NS: np.ndarray, batch_size: int):
+  """(start, rows, [batch_size, S] inputs): a short last batch repeats its last row."""
+  for start in range(0, len(inputs_NS), batch_size):
+    rows = inputs_NS[start : start + batch_size]
+    pad = np.repeat(rows[-1:], batch_size - len(rows), axis=0)
+    yield start, len(rows), np.concatenate([rows, pad])
+
+
+def translate(
+  fn, inputs_NS: np.ndarray, tok, batch_size: int, key: jax.Array, drop_stutter: bool
+) -> tuple[list[str], list[np.ndarray], float]:
+  """Hypotheses, raw token rows (before any stutter is dropped) and mean decoder passes."""
+  hyps, rows, passes = [], [], []
+  for start, n, x_BS in _batches(inputs_NS, batch_size):
+    tokens_BT, steps = fn(x_BS, jax.random.fold_in(key, start))
+    tokens_BT = np.asarray(tokens_BT)[:n]
+    rows.extend(tokens_BT)
+    passes += [int(steps)] * n
+    hyps += [tok.decode(decode.drop_stutter(t) if drop_stutter else t) for t in tokens_BT]
+  return hyps, rows, float(np.mean(passes))
+
+
+def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """The quality, speed and (PaDIR) attention results of one training run directory."""
+  model, tok, tconf = restore.load_model(workdir)
+  d = tconf.data
+  pairs = data.read_split(d.corpus_dir, config.split, d.source_lang, d.target_lang)
+  pairs = pairs[: config.max_sentences or None]
+  sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+  inputs_NS = evaluate.encode_batch(tok, sources, len(sources), model.cfg.max_source_length)
+  key = jax.random.key(config.seed)
+  kind = model.cfg.decoder
+  rows, attention_stats = [], None
+  for i, dec in enumerate(decoders(config, kind)):
+    fn = speed.decode_fn(model, dec)
+    hyps, token_rows, passes = translate(
+      fn, inputs_NS, tok, config.batch_size, key, drop_stutter=kind == "nar"
+    )
+    bleu = metrics.bleu(hyps, references, d.target_lang)
+    chrf = metrics.chrf(hyps, references)
+    timing = speed.measure(
+      model,
+      dec,
+      inputs_NS[: config.latency_sentences],
+      seed=config.seed,
+      throughput_batch=config.batch_size,
+      throughput_batches=1,
+    )
+    rows.append(
+      {
+        "decoder": dec.name,
+        "hypotheses": dec.num_lengths
+        if kind == "nar"
+        else (dec.beam_size if dec.kind == "beam" else 1),
+        "passes": passes,
+        "bleu": bleu.score,
+        "bleu_signature": bleu.signature,
+        "chrf": chrf.score,
+        "chrf_signature": chrf.signature,
+        "stutter": metrics.stutter_rate(hyps, references),
+        "timing": timing,
+        "examples": [
+          {"source": s, "reference": r, "hypothesis": h}
+          for s, r, h in list(zip(sources, references, hyps))[:3]
+        ],
+      }
+    )
+    if kind == "nar" and i == 0:
+      attention_stats = analyse_attention(model, inputs_NS, token_rows, config)
+  return {
+    "workdir": workdir,
+    "name": os.path.basename(os.path.normpath(workdir)),
+    "kind": kind,
+    "sentences": len(sources),
+    "split": config.split,
+    "rows": rows,
+    "attention": attention_stats,
+  }
+
+
+def analyse_attention(model, inputs_NS, token_rows, config) -> dict[str, Any]:
+  """padir.attention's statistics of the first attention_sentences PaDIR outputs."""
+  n = min(config.attention_sentences, len(token_rows))
+  tokens_NT = np.stack(token_rows[:n])
+  parts = []
+  for start, m, x_BS in _batches(inputs_NS[:n], config.batch_size):
+    y_BT = np.concatenate(
+      [tokens_NT[start : start + m], np.repeat(tokens_NT[start + m - 1 :][:1], len(x_BS) - m, 0)]
+    )
+    self_BNTT, cross_BNTS = attention.last_layer_attention(model, x_BS, y_BT)
+    parts.append((y_BT[:m], self_BNTT[:m], cross_BNTS[:m]))
+  return attention.merge_statistics(parts)
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  validate(config)
+  check_checkpoints(config)
+  rd = RunDir(workdir, config)
+  try:
+    models = [
+      rd.cell(f"checkpoint_{i}", lambda d=d: evaluate_checkpoint(config, d))
+      for i, d in enumerate(checkpoint_dirs(config))
+    ]
+    results = {"models": models}
+    rd.write_results(results)
+    render(rd, results)
+    return results
+  finally:
+    rd.close()
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _pm(v: list[float]) -> str:
+  return f"{v[0]:.3g} ± {v[1]:.2g}"
+
+
+QUALITY_HEADER = [
+  "model",
+  "decoder",
+  "# hyp.",
+  "passes",
+  "BLEU",
+  "chrF",
+  "stutter",
+  "p50 ms",
+  "p99 ms",
+]
+
+
+def quality_rows(models: list[dict]) -> list[list[Any]]:
+  return [
+    [
+      m["name"],
+      r["decoder"],
+      r["hypotheses"],
+      r["passes"],
+      r["bleu"],
+      r["chrf"],
+      r["stutter"],
+      r["timing"]["p50_ms"],
+      r["timing"]["p99_ms"],
+    ]
+    for m in models
+    for r in m["rows"]
+  ]
+
+
+def attention_tables(name: str, stats: dict[str, Any]) -> str:
+  self_rows = [
+    [g, s["pairs"], _pm(s["min"]), _pm(s["avg"]), _pm(s["max"]), s["top1"], s["top2"]]
+    for g, s in stats["self"].items()
+  ]
+  cross_rows = [
+    [g, s["pairs"]]
+    + [_pm(s[f"{d}_{a}"]) for d in ("tv", "cos") for a in ("min", "avg", "max")]
+    + [s["top1"], s["top2"]]
+    for g, s in stats["cross"].items()
+  ]
+  return "\n\n".join(
+    [
+      f"### {name}: last-layer decoder self-attention between adjacent positions (Table 4)",
+      markdown_table(["pairs", "n", "min", "avg", "max", "P{top-1}", "P{top-2}"], self_rows, 3),
+      f"### {name}: last-layer cross-attention distances of adjacent positions (Table 5)",
+      markdown_table(
+        ["pairs", "n", "TV min", "TV avg", "TV max", "cos min", "cos avg", "cos max"]
+        + ["P{top-1}", "P{top-2}"],
+        cross_rows,
+        3,
+      ),
+    ]
+  )
+
+
+def render(rd: RunDir, results: dict[str, Any]) -> None:
+  """report.md and figures from results (redrawable from results.json alone)."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  models = results["models"]
+  parts = [
+    "# PaDIR / AR evaluation",
+    "Quality and batch-1 latency (Table L.1 format; compilation excluded, reported in "
+    "results.json as compile_s). Timings are meaningful on a quiet machine only.",
+    markdown_table(QUALITY_HEADER, quality_rows(models), digits=4),
+  ]
+  signatures = {r["bleu_signature"] for m in models for r in m["rows"]}
+  signatures |= {r["chrf_signature"] for m in models for r in m["rows"]}
+  parts.append("Signatures: " + "; ".join(f"`{s}`" for s in sorted(signatures)))
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  for m in models:
+    for r in m["rows"]:
+      ax.scatter(r["timing"]["p50_ms"], r["bleu"])
+      ax.annotate(f"{m['name']}:{r['decoder']}", (r["timing"]["p50_ms"], r["bleu"]), fontsize=7)
+  ax.set(xlabel="p50 latency at batch 1 (ms)", ylabel="BLEU", xscale="log")
+  rd.savefig(fig, "quality_speed.png")
+  parts.append("![BLEU vs latency](quality_speed.png)")
+  analysed = [m for m in models if m["attention"]]
+  for m in analysed:
+    parts.append(attention_tables(m["name"], m["attention"]))
+  if analysed:
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+    for ax, (table, stat, label) in zip(
+      axes,
+      (
+        ("self", "avg", "self-attention (avg over heads)"),
+        ("cross", "tv_avg", "cross-attention TV (avg)"),
+        ("cross", "cos_avg", "cross-attention cosine dist. (avg)"),
+      ),
+    ):
+      for j, group in enumerate(("stutter", "other")):
+        means = [m["attention"][table][group][stat][0] for m in analysed]
+        errs = [m["attention"][table][group][stat][1] for m in analysed]
+        x = np.arange(len(analysed)) + 0.4 * j
+        ax.bar(x, means, 0.4, yerr=errs, label=group)
+      ax.set_xticks(np.arange(len(analysed)) + 0.2, [m["name"] for m in analysed], fontsize=7)
+      ax.set_title(label, fontsize=8)
+    axes[0].legend(fontsize=7)
+    rd.savefig(fig, "attention.png")
+    parts.append("![stutter vs other adjacent pairs](attention.png)")
+  rd.write_report("\n\n".join(parts) + "\n")
