@@ -29,7 +29,9 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
   W  beams per source (beam_size); E ranked extensions of the beams (2W); U the W finished
      slots and the E extensions together
   M  rows decoded together: B sources x G candidate lengths, or x W beams
-  P  pairs of a corpus (data.bucket_batches)
+  P  pairs of a corpus (data.bucket_batches), sentences of a split (speed, jobs/evaluate)
+  X  samples of an attention statistic: adjacent position pairs, x 2 directions for the
+     self-attention ones (attention)
   1  an axis of size one; `_` any number of axes (`x_M___`); lowercase x any leading axes
 """
 

@@ -43,6 +43,7 @@ class Decoder:
   kind: str
   num_steps: int = 4
   num_lengths: int = 5
+  remask_stutter: bool = True  # PaDIR: the paper's stutter re-masking between passes
   beam_size: int = 5
 
   def check(self, model: model_lib.Transformer) -> None:
@@ -56,9 +57,16 @@ class Decoder:
       )
 
 
-@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths"))
-def _refine(model, inputs_BS, key, num_steps, num_lengths):
-  out = decode.refine(model, inputs_BS, key, num_steps=num_steps, num_lengths=num_lengths)
+@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths", "remask_stutter"))
+def _refine(model, inputs_BS, key, num_steps, num_lengths, remask_stutter):
+  out = decode.refine(
+    model,
+    inputs_BS,
+    key,
+    num_steps=num_steps,
+    num_lengths=num_lengths,
+    remask_stutter=remask_stutter,
+  )
   return out["tokens"], out["steps"]
 
 
@@ -77,7 +85,9 @@ def decode_fn(model: model_lib.Transformer, decoder: Decoder) -> Callable[..., t
   """(inputs_BS, key) -> (tokens_BT, decoder passes), jitted, for this model and method."""
   decoder.check(model)
   if decoder.kind == "padir":
-    return lambda x, key: _refine(model, x, key, decoder.num_steps, decoder.num_lengths)
+    return lambda x, key: _refine(
+      model, x, key, decoder.num_steps, decoder.num_lengths, decoder.remask_stutter
+    )
   if decoder.kind == "greedy":
     return lambda x, key: _greedy(model, x)
   return lambda x, key: _beam(model, x, decoder.beam_size)
@@ -101,7 +111,7 @@ def _timed(fn: Callable, *args) -> tuple[float, Any]:
 def measure(
   model: model_lib.Transformer,
   decoder: Decoder,
-  sources_NS: np.ndarray,
+  sources_PS: np.ndarray,
   *,
   seed: int = 0,
   throughput_batch: int = THROUGHPUT_BATCH,
@@ -112,20 +122,20 @@ def measure(
   throughput_batch rows are cycled from them for the throughput)."""
   fn = decode_fn(model, decoder)
   key = jax.random.key(seed)
-  compile_s, _ = _timed(fn, jnp.asarray(sources_NS[:1]), key)
+  compile_s, _ = _timed(fn, jnp.asarray(sources_PS[:1]), key)
   times, passes = [], []
-  for n in range(len(sources_NS)):
-    t, (_, steps) = _timed(fn, jnp.asarray(sources_NS[n : n + 1]), jax.random.fold_in(key, n))
+  for n in range(len(sources_PS)):
+    t, (_, steps) = _timed(fn, jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n))
     times.append(t)
     passes.append(int(steps))
-  rows = np.resize(sources_NS, (throughput_batch * throughput_batches, sources_NS.shape[1]))
+  rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
   batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
   batch_compile_s = _timed(fn, batches[0], key)[0] if throughput_batch > 1 else 0.0
   total = sum(_timed(fn, b, jax.random.fold_in(key, i))[0] for i, b in enumerate(batches))
   ms = np.asarray(times) * 1e3
   return {
     "decoder": dataclasses.asdict(decoder),
-    "sentences": len(sources_NS),
+    "sentences": len(sources_PS),
     "compile_s": compile_s,
     "batch_compile_s": batch_compile_s,
     "p50_ms": float(np.percentile(ms, 50)),

@@ -6,14 +6,16 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size;
-- for PaDIR, the attention analyses of the first padir_passes decoder's outputs (padir.attention:
-  Tables 4-5) over the first attention_sentences.
+- for PaDIR, the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
+  decoder's outputs, decoded again without stutter re-masking, over the first
+  attention_sentences.
 Each checkpoint is one resumable cell (cells/); results.json holds them all, report.md renders
 them (Table L.1 format, the two attention tables, figures).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -80,26 +82,25 @@ def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder
   ]
 
 
-def _batches(inputs_NS: np.ndarray, batch_size: int):
+def _batches(inputs_PS: np.ndarray, batch_size: int):
   """(start, rows, [batch_size, S] inputs): a short last batch repeats its last row."""
-  for start in range(0, len(inputs_NS), batch_size):
-    rows = inputs_NS[start : start + batch_size]
+  for start in range(0, len(inputs_PS), batch_size):
+    rows = inputs_PS[start : start + batch_size]
     pad = np.repeat(rows[-1:], batch_size - len(rows), axis=0)
     yield start, len(rows), np.concatenate([rows, pad])
 
 
 def translate(
-  fn, inputs_NS: np.ndarray, tok, batch_size: int, key: jax.Array, drop_stutter: bool
-) -> tuple[list[str], list[np.ndarray], float]:
-  """Hypotheses, raw token rows (before any stutter is dropped) and mean decoder passes."""
-  hyps, rows, passes = [], [], []
-  for start, n, x_BS in _batches(inputs_NS, batch_size):
+  fn, inputs_PS: np.ndarray, tok, batch_size: int, key: jax.Array, drop_stutter: bool
+) -> tuple[list[str], float]:
+  """Hypotheses and the mean number of decoder passes."""
+  hyps, passes = [], []
+  for start, n, x_BS in _batches(inputs_PS, batch_size):
     tokens_BT, steps = fn(x_BS, jax.random.fold_in(key, start))
     tokens_BT = np.asarray(tokens_BT)[:n]
-    rows.extend(tokens_BT)
     passes += [int(steps)] * n
     hyps += [tok.decode(decode.drop_stutter(t) if drop_stutter else t) for t in tokens_BT]
-  return hyps, rows, float(np.mean(passes))
+  return hyps, float(np.mean(passes))
 
 
 def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -109,21 +110,19 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
   pairs = data.read_split(d.corpus_dir, config.split, d.source_lang, d.target_lang)
   pairs = pairs[: config.max_sentences or None]
   sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-  inputs_NS = evaluate.encode_batch(tok, sources, len(sources), model.cfg.max_source_length)
+  inputs_PS = evaluate.encode_batch(tok, sources, len(sources), model.cfg.max_source_length)
   key = jax.random.key(config.seed)
   kind = model.cfg.decoder
   rows, attention_stats = [], None
   for i, dec in enumerate(decoders(config, kind)):
     fn = speed.decode_fn(model, dec)
-    hyps, token_rows, passes = translate(
-      fn, inputs_NS, tok, config.batch_size, key, drop_stutter=kind == "nar"
-    )
+    hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key, drop_stutter=kind == "nar")
     bleu = metrics.bleu(hyps, references, d.target_lang)
     chrf = metrics.chrf(hyps, references)
     timing = speed.measure(
       model,
       dec,
-      inputs_NS[: config.latency_sentences],
+      inputs_PS[: config.latency_sentences],
       seed=config.seed,
       throughput_batch=config.batch_size,
       throughput_batches=1,
@@ -148,7 +147,7 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
       }
     )
     if kind == "nar" and i == 0:
-      attention_stats = analyse_attention(model, inputs_NS, token_rows, config)
+      attention_stats = analyse_attention(model, dec, inputs_PS, config, key)
   return {
     "workdir": workdir,
     "name": os.path.basename(os.path.normpath(workdir)),
@@ -160,17 +159,16 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
   }
 
 
-def analyse_attention(model, inputs_NS, token_rows, config) -> dict[str, Any]:
-  """padir.attention's statistics of the first attention_sentences PaDIR outputs."""
-  n = min(config.attention_sentences, len(token_rows))
-  tokens_NT = np.stack(token_rows[:n])
+def analyse_attention(model, decoder, inputs_PS, config, key) -> dict[str, Any]:
+  """padir.attention's statistics of the first attention_sentences outputs of `decoder` run
+  without stutter re-masking: a re-masked position holds [MASK] (or, after the decoding
+  rewrite, a noise token), not the stutter the analysis is about."""
+  fn = speed.decode_fn(model, dataclasses.replace(decoder, remask_stutter=False))
   parts = []
-  for start, m, x_BS in _batches(inputs_NS[:n], config.batch_size):
-    y_BT = np.concatenate(
-      [tokens_NT[start : start + m], np.repeat(tokens_NT[start + m - 1 :][:1], len(x_BS) - m, 0)]
-    )
+  for start, m, x_BS in _batches(inputs_PS[: config.attention_sentences], config.batch_size):
+    y_BT, _ = fn(x_BS, jax.random.fold_in(key, start))
     self_BNTT, cross_BNTS = attention.last_layer_attention(model, x_BS, y_BT)
-    parts.append((y_BT[:m], self_BNTT[:m], cross_BNTS[:m]))
+    parts.append((np.asarray(y_BT)[:m], self_BNTT[:m], cross_BNTS[:m]))
   return attention.merge_statistics(parts)
 
 
