@@ -27,6 +27,7 @@ from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
 from glauber.margins import batched, check_temperatures, check_tokens, site_scores
 from glauber.oracle import MaskedLM
+from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.core import draws
 from gmlm.runs import RunDir, markdown_table
@@ -167,6 +168,41 @@ def measure(
     "rows": rows,
     "drift_BT": D_BT.tolist(),
   }
+
+
+# The job's config keys (under a prefix, e.g. config.drift.*) and their defaults.
+DEFAULTS = {
+  "token": "!",
+  "num_sites": 16,
+  "k": 12,
+  "num_states": 200,
+  "base_text": "",  # "": the other sites uniform candidates
+  "temperatures": (0.5, 1.0),
+  "seed": 0,
+  "batch_size": 1024,
+}
+
+
+def validate(config, under: str = "drift.") -> None:
+  """Checks the DEFAULTS keys under `under` (e.g. "drift." or "drift_")."""
+  for name in ("token", "base_text"):
+    v = checks.get(config, under + name)
+    checks.check(isinstance(v, str), under + name, v, "must be a string")
+  tok = checks.get(config, under + "token")
+  checks.check(bool(tok.strip()), under + "token", tok, "must name a token")
+  n = checks.check_int(config, under + "num_sites", lo=1)
+  checks.check_int(config, under + "k", lo=0, hi=n)
+  checks.check_int(config, under + "num_states", lo=1)
+  checks.check_floats(config, under + "temperatures", lo=0, lo_open=True)
+  checks.check_int(config, under + "seed", lo=0)
+  checks.check_int(config, under + "batch_size", lo=1)
+
+
+def from_config(model: MaskedLM, tokenizer, config, under: str = "drift.", **kw) -> dict:
+  """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
+  return measure(
+    model, tokenizer, **{name: checks.get(config, under + name) for name in DEFAULTS}, **kw
+  )
 
 
 def section(results: dict, run: RunDir) -> str:

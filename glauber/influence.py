@@ -41,6 +41,7 @@ from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
 from glauber.margins import check_temperatures, check_tokens, scoring_spec, site_scores
 from glauber.oracle import MaskedLM
+from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.core import draws
 from gmlm.runs import RunDir, markdown_table
@@ -334,6 +335,40 @@ def measure(
     "max_pair_alpha": inf.alpha_max_TNN.max(axis=(1, 2)).tolist(),
     "max_pair_omega": float(inf.omega_NN.max()),
   }
+
+
+# The job's config keys (under a prefix, e.g. config.influence.*) and their defaults.
+DEFAULTS = {
+  "seed_text": "the quick brown fox jumps over the lazy dog near the old river bank",  # 14 tokens
+  "temperatures": (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+  "num_contexts": 4,  # the seed and 3 copies with num_changed sites changed
+  "num_values": 5,  # the seed's token and the model's top 4 others at each j
+  "num_changed": -1,  # -1: max(1, n // 4)
+  "epsilon": 0.25,
+  "seed": 0,
+  "batch_size": 512,  # one-mask rows per forward
+}
+
+
+def validate(config, under: str = "influence.") -> None:
+  """Checks the DEFAULTS keys under `under` (e.g. "influence." or "influence_")."""
+  key = under + "seed_text"
+  text = checks.get(config, key)
+  checks.check(isinstance(text, str) and len(text.split()) >= 2, key, text, "needs 2+ words")
+  checks.check_floats(config, under + "temperatures", lo=0, lo_open=True)
+  checks.check_int(config, under + "num_contexts", lo=1)
+  checks.check_int(config, under + "num_values", lo=2)
+  checks.check_int(config, under + "num_changed", lo=-1)
+  checks.check_float(config, under + "epsilon", 0, 1, lo_open=True, hi_open=True)
+  checks.check_int(config, under + "seed", lo=0)
+  checks.check_int(config, under + "batch_size", lo=1)
+
+
+def from_config(model: MaskedLM, tokenizer, config, under: str = "influence.", **kw) -> dict:
+  """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
+  args = {name: checks.get(config, under + name) for name in DEFAULTS}
+  args["num_changed"] = None if args["num_changed"] < 0 else args["num_changed"]
+  return measure(model, tokenizer, **args, **kw)
 
 
 def _fmt_t(x) -> str:

@@ -37,6 +37,7 @@ from glauber import chains
 from glauber.chains import Spec
 from glauber.layout import Layout
 from glauber.oracle import MaskedLM
+from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.core import draws
 from gmlm.runs import RunDir, markdown_table
@@ -247,6 +248,34 @@ def measure(
       }
     )
   return {"temperatures": list(temps), "num_candidates": int(len(candidates)), "states": rows}
+
+
+# The job's config keys (under a prefix, e.g. config.margins.*) and their defaults.
+DEFAULTS = {
+  "texts": (
+    "...............",  # the paper's longest trap (Appendix A.1)
+    "it has been used as the theme song for jesus christ superstar",
+  ),
+  "temperatures": (0.5, 1.0),
+  "batch_size": 1024,
+}
+
+
+def validate(config, under: str = "margins.") -> None:
+  """Checks the DEFAULTS keys under `under` (e.g. "margins." or "margins_")."""
+  key = under + "texts"
+  texts = checks.get(config, key)
+  ok = isinstance(texts, (list, tuple)) and texts and all(isinstance(t, str) for t in texts)
+  checks.check(bool(ok) and all(t.strip() for t in texts), key, texts, "non-empty texts")
+  checks.check_floats(config, under + "temperatures", lo=0, lo_open=True)
+  checks.check_int(config, under + "batch_size", lo=1)
+
+
+def from_config(model: MaskedLM, tokenizer, config, under: str = "margins.", **kw) -> dict:
+  """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
+  return measure(
+    model, tokenizer, **{name: checks.get(config, under + name) for name in DEFAULTS}, **kw
+  )
 
 
 def section(results: dict, run: RunDir) -> str:

@@ -117,13 +117,18 @@ def test_tv_and_oscillation_equal_brute_force(toy):
   assert (inf.alpha_mean_TNN <= inf.alpha_max_TNN + 1e-7).all()
 
 
-def test_lemma6_bound_on_toy_and_tiny_bert(toy):
+@pytest.fixture(scope="module")
+def bert():
+  return tiny_mlm()
+
+
+def test_lemma6_bound_on_toy_and_tiny_bert(toy, bert):
   _, inf = toy
   for t, T in enumerate(TEMPS):
     assert (inf.alpha_max_TNN[t] <= inf.omega_NN / (4 * T) + 1e-6).all()
   assert (inf.slack_T <= 1e-6).all()
   # the tiny random BERT: random base contexts, every candidate as a value of j
-  model = tiny_mlm()
+  model = bert
   ctx = sequences(np.random.default_rng(0).integers(0, C, (3, N)))
   temps = (0.2, 1.0, 5.0)
   bert = influence.influence_matrix(model, spec(), ctx, CANDIDATES, temps, batch_size=64)
@@ -182,8 +187,8 @@ def test_contraction_temperature_on_a_grid():
   assert influence.contraction_temperature([1.0, 2.0], [3.0, 1.5])["grid"] is None
 
 
-def test_bad_input_is_one_line_user_error():
-  model = tiny_mlm()
+def test_bad_input_is_one_line_user_error(bert):
+  model = bert
   ctx = sequences(np.zeros((1, N), int))
   cases = [
     (dict(i=1, j=1), "i = j = 1"),
@@ -202,3 +207,27 @@ def test_bad_input_is_one_line_user_error():
     influence.influence_matrix(model, spec(top_k=2), ctx, CANDIDATES, (1.0,))
   with pytest.raises(UserError, match="size 1"):
     influence.top_values(model, spec(), ctx, 1)
+
+
+def test_config_validation_names_the_key():
+  import ml_collections
+
+  from glauber import drift, margins
+
+  c = ml_collections.ConfigDict(
+    {m.__name__.split(".")[-1]: dict(m.DEFAULTS) for m in (influence, margins, drift)}
+  )
+  for m in (influence, margins, drift):
+    m.validate(c)
+  bad = [
+    ("influence", "num_values", 1),
+    ("influence", "temperatures", (1.0, 0.0)),
+    ("margins", "texts", ("ok", " ")),
+    ("drift", "k", c.drift.num_sites + 1),
+  ]
+  for section, name, value in bad:
+    cc = ml_collections.ConfigDict(c.to_dict())
+    cc[section][name] = value
+    module = {"influence": influence, "margins": margins, "drift": drift}[section]
+    with pytest.raises(UserError, match=rf"config\.{section}\.{name}="):
+      module.validate(cc)
