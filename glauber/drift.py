@@ -25,7 +25,14 @@ import numpy as np
 from glauber import chains
 from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
-from glauber.margins import batched, check_temperatures, check_tokens, site_scores
+from glauber.margins import (
+  batched,
+  check_temperatures,
+  check_tokens,
+  config_args,
+  pyplot,
+  site_scores,
+)
 from glauber.oracle import MaskedLM
 from gmlm import checks
 from gmlm.checks import UserError
@@ -200,17 +207,12 @@ def validate(config, under: str = "drift.") -> None:
 
 def from_config(model: MaskedLM, tokenizer, config, under: str = "drift.", **kw) -> dict:
   """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
-  return measure(
-    model, tokenizer, **{name: checks.get(config, under + name) for name in DEFAULTS}, **kw
-  )
+  return measure(model, tokenizer, **config_args(config, under, DEFAULTS), **kw)
 
 
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 4 (the paper's table) and a histogram of D per T."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = pyplot()
 
   tok, k, n, B = results["token"], results["k"], results["n"], results["num_states"]
   fill = (

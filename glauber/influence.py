@@ -39,7 +39,14 @@ from flax import struct
 from glauber import chains
 from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
-from glauber.margins import check_temperatures, check_tokens, scoring_spec, site_scores
+from glauber.margins import (
+  check_temperatures,
+  check_tokens,
+  config_args,
+  pyplot,
+  scoring_spec,
+  site_scores,
+)
 from glauber.oracle import MaskedLM
 from gmlm import checks
 from gmlm.checks import UserError
@@ -366,7 +373,7 @@ def validate(config, under: str = "influence.") -> None:
 
 def from_config(model: MaskedLM, tokenizer, config, under: str = "influence.", **kw) -> dict:
   """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
-  args = {name: checks.get(config, under + name) for name in DEFAULTS}
+  args = config_args(config, under, DEFAULTS)
   args["num_changed"] = None if args["num_changed"] < 0 else args["num_changed"]
   return measure(model, tokenizer, **args, **kw)
 
@@ -378,10 +385,7 @@ def _fmt_t(x) -> str:
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 2: the α̂ table, the temperatures, the curve and the
   heatmap figures."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = pyplot()
 
   temps = results["temperatures"]
   n = results["n"]

@@ -250,6 +250,21 @@ def measure(
   return {"temperatures": list(temps), "num_candidates": int(len(candidates)), "states": rows}
 
 
+def config_args(config, under: str, defaults: dict) -> dict:
+  """The values of the keys of `defaults` read under `under` in the config."""
+  return {name: checks.get(config, under + name) for name in defaults}
+
+
+def pyplot():
+  """matplotlib.pyplot on the file-only backend."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
 # The job's config keys (under a prefix, e.g. config.margins.*) and their defaults.
 DEFAULTS = {
   "texts": (
@@ -273,17 +288,12 @@ def validate(config, under: str = "margins.") -> None:
 
 def from_config(model: MaskedLM, tokenizer, config, under: str = "margins.", **kw) -> dict:
   """`measure` with the DEFAULTS keys read under `under` (kw: `prefix` text, candidates)."""
-  return measure(
-    model, tokenizer, **{name: checks.get(config, under + name) for name in DEFAULTS}, **kw
-  )
+  return measure(model, tokenizer, **config_args(config, under, DEFAULTS), **kw)
 
 
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 3 (a table per temperature) and its figure."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = pyplot()
 
   temps, states = results["temperatures"], results["states"]
   out = [
