@@ -38,15 +38,18 @@ def load_embedder(name: str = "minilm", allow_pickle: bool = False):
   return gm.load(str(path), allow_pickle=allow_pickle)
 
 
-def embed_texts(model, tokenizer, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
-  """e_XD: unit sentence embeddings of the texts, batch_size texts per forward pass."""
+def embed_texts(
+  model, tokenizer, texts: Sequence[str], batch_size: int = 256, max_length: int = 256
+) -> np.ndarray:
+  """e_XD: unit sentence embeddings of the texts (each cut to max_length tokens), batch_size
+  texts per forward pass."""
   from gmlm import nn as gm
 
   texts = list(texts)
   if not texts:
     return np.zeros((0, 0), np.float32)
   parts = [
-    np.asarray(gm.embed(model, tokenizer, texts[i : i + batch_size]))
+    np.asarray(gm.embed(model, tokenizer, texts[i : i + batch_size], max_length))
     for i in range(0, len(texts), batch_size)
   ]
   return np.concatenate(parts)
