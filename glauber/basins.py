@@ -1,7 +1,7 @@
 """Semantic basins of long chains and prefix attractors (paper A, 6.2, B.5-B.6, C.4).
 
 Chains seeded from topics (5 topics x 10 seeds in the paper) are scored every s steps by a
-zero-shot topic scorer (`glauber.topics`) over the eleven labels; with scores_RBL the score of
+zero-shot topic scorer (`glauber.topics`) over the eleven labels; with scores_RBT the score of
 label l for chain b at record r and baseline 1/L:
   table (a): per seed topic, the mean `target` (politics) score over its chains at the first
     and the last record;
@@ -14,6 +14,8 @@ mean topic scores of the endpoints, how often each label wins, and example endpo
 
 Recorded states repeat, so each distinct state is decoded, embedded and scored once (the
 embedding scorer reuses the sentence embeddings the PCA needs: one forward per state).
+
+Shape letters: glauber's legend plus T (topic labels) and U (distinct recorded states).
 """
 
 from __future__ import annotations
@@ -66,34 +68,34 @@ PREFIXES = ("donald trump said that", "the little kid said that", "albert einste
 
 def score_states(
   scorer: TopicScorer,
-  tokens____N,
+  tokens___N,
   decode: Decode,
   embedder: tuple | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-  """(scores____L, e____D): each distinct state decoded and scored once; with an embedder
+  """(scores___T, e___D): each distinct state decoded and scored once; with an embedder
   (model, tokenizer) also its sentence embeddings, which an embedding scorer reuses."""
   from glauber.semantic_drift import embed_texts
 
-  tokens____N = np.asarray(tokens____N)
-  rows_XN = tokens____N.reshape(-1, tokens____N.shape[-1])
+  tokens___N = np.asarray(tokens___N)
+  rows_XN = tokens___N.reshape(-1, tokens___N.shape[-1])
   unique_UN, inverse_X = np.unique(rows_XN, axis=0, return_inverse=True)
   texts = decode(unique_UN)
   e_UD = embed_texts(*embedder, texts) if embedder is not None else None
-  if e_UD is not None and getattr(scorer, "e_LD", None) is not None:
-    s_UL = scorer.scores(texts, e_UD)
+  if e_UD is not None and getattr(scorer, "e_TD", None) is not None:
+    s_UT = scorer.scores(texts, e_UD)
   else:
-    s_UL = scorer.scores(texts)
-  lead = tokens____N.shape[:-1]
-  s = s_UL[inverse_X.reshape(-1)].reshape(*lead, -1)
+    s_UT = scorer.scores(texts)
+  lead = tokens___N.shape[:-1]
+  s = s_UT[inverse_X.reshape(-1)].reshape(*lead, -1)
   e = None if e_UD is None else e_UD[inverse_X.reshape(-1)].reshape(*lead, -1)
   return s, e
 
 
 def tables(
-  scores_RBL, seed_topic_B: Sequence[str], labels: Sequence[str], target: str = "politics"
+  scores_RBT, seed_topic_B: Sequence[str], labels: Sequence[str], target: str = "politics"
 ) -> dict:
   """Tables (a) and (b) and the crossing count (module docstring), JSON-able."""
-  scores_RBL = np.asarray(scores_RBL, np.float64)
+  scores_RBT = np.asarray(scores_RBT, np.float64)
   labels, seeds = list(labels), np.asarray(seed_topic_B)
   baseline, t = 1.0 / len(labels), labels.index(target)
   rows = []
@@ -104,26 +106,26 @@ def tables(
       {
         "topic": topic,
         "chains": int(chains.sum()),
-        "target_start": float(scores_RBL[0, chains, t].mean()),
-        "target_end": float(scores_RBL[-1, chains, t].mean()),
-        "seed_start": None if s is None else float(scores_RBL[0, chains, s].mean()),
-        "seed_end": None if s is None else float(scores_RBL[-1, chains, s].mean()),
+        "target_start": float(scores_RBT[0, chains, t].mean()),
+        "target_end": float(scores_RBT[-1, chains, t].mean()),
+        "seed_start": None if s is None else float(scores_RBT[0, chains, s].mean()),
+        "seed_end": None if s is None else float(scores_RBT[-1, chains, s].mean()),
       }
     )
-  above_B = (scores_RBL[:, :, t] > baseline).any(0)
+  above_B = (scores_RBT[:, :, t] > baseline).any(0)
   return {
     "target": target,
     "baseline": baseline,
     "rows": rows,
     "crossed": int(above_B.sum()),
-    "num_chains": int(scores_RBL.shape[1]),
-    "peak": float(scores_RBL[:, :, t].max()),
-    "ended_above": int((scores_RBL[-1, :, t] > baseline).sum()),
+    "num_chains": int(scores_RBT.shape[1]),
+    "peak": float(scores_RBT[:, :, t].max()),
+    "ended_above": int((scores_RBT[-1, :, t] > baseline).sum()),
   }
 
 
 def pca(e_XD, k: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """(p_XK projections, components_KD, explained variance ratio_K) of the centred rows."""
+  """(p_X2 projections, components_2D, explained variance ratio_2) of the centred rows."""
   e_XD = np.asarray(e_XD, np.float64)
   c_XD = e_XD - e_XD.mean(0)
   _, sv, vt_DD = np.linalg.svd(c_XD, full_matrices=False)
@@ -142,20 +144,31 @@ def measure(
 ) -> dict:
   """Topic scores of every record, tables (a)/(b), crossings, and (with an embedder) the 2-D
   PCA path of each chain."""
-  scores_RBL, e_RBD = score_states(scorer, tokens_RBN, decode, embedder)
+  scores_RBT, e_RBD = score_states(scorer, tokens_RBN, decode, embedder)
   out = {
     "steps": np.asarray(steps_R).tolist(),
     "labels": list(scorer.labels),
     "seed_topics": list(seed_topic_B),
-    "scores": scores_RBL.tolist(),
-    **tables(scores_RBL, seed_topic_B, scorer.labels, target),
+    "scores": scores_RBT.tolist(),
+    **tables(scores_RBT, seed_topic_B, scorer.labels, target),
   }
   if e_RBD is not None:
     R, B, D = e_RBD.shape
-    p_XK, _, ratio = pca(e_RBD.reshape(R * B, D))
-    out["pca"] = p_XK.reshape(R, B, 2).tolist()
+    p_X2, _, ratio = pca(e_RBD.reshape(R * B, D))
+    out["pca"] = p_X2.reshape(R, B, 2).tolist()
     out["pca_explained"] = ratio.tolist()
   return out
+
+
+def _chains(key, model, tokenizer, lay, x0_BL, temperature: float, num_steps: int, every: int):
+  """tokens_RBN of Glauber chains from x0_BL, record 0 the start, then every `every` steps."""
+  from glauber import chains
+
+  vocab_size = model.config.vocab_size
+  spec = chains.make_spec(chains.candidate_ids(tokenizer, vocab_size), vocab_size, lay, temperature)
+  _, rec = chains.run(key, model, spec, chains.init_state(x0_BL), num_steps // every, every)
+  free_BN = np.asarray(x0_BL)[:, lay.offset : lay.offset + lay.num_sites]
+  return np.concatenate([free_BN[None], np.asarray(rec.tokens_RBN)])
 
 
 def simulate(
@@ -173,7 +186,7 @@ def simulate(
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
   """(steps_R, tokens_RBN, seed_topic_B) of seeds_per_topic chains per topic, chain j of a
   topic starting from its texts[j % len(texts)]; record 0 is the start."""
-  from glauber import chains, init_states
+  from glauber import init_states
   from glauber.layout import Layout, max_sequence_length
 
   lay = Layout.from_tokenizer(tokenizer, num_sites, prefix, max_sequence_length(model))
@@ -184,13 +197,32 @@ def simulate(
     ]
   )
   topics = [topic for topic in seeds for _ in range(seeds_per_topic)]
-  vocab_size = model.config.vocab_size
-  spec = chains.make_spec(chains.candidate_ids(tokenizer, vocab_size), vocab_size, lay, temperature)
-  num_records = num_steps // record_every
-  _, rec = chains.run(key, model, spec, chains.init_state(x0_BL), num_records, record_every)
-  free_BN = x0_BL[:, lay.offset : lay.offset + num_sites]
-  tokens_RBN = np.concatenate([free_BN[None], np.asarray(rec.tokens_RBN)])
-  return record_every * np.arange(num_records + 1), tokens_RBN, topics
+  tokens_RBN = _chains(key, model, tokenizer, lay, x0_BL, temperature, num_steps, record_every)
+  return record_every * np.arange(tokens_RBN.shape[0]), tokens_RBN, topics
+
+
+def prefix_endpoints(
+  key: jax.Array,
+  model,
+  tokenizer,
+  *,
+  prefixes: Sequence[str] = PREFIXES,
+  num_chains: int = 10,
+  temperature: float = 1.0,
+  num_sites: int = 20,
+  num_steps: int = 2_000,
+) -> dict[str, np.ndarray]:
+  """{prefix: final free tokens_BN} of num_chains chains behind each frozen prefix, every free
+  site starting as [MASK]."""
+  from glauber import init_states
+  from glauber.layout import Layout, max_sequence_length
+
+  out = {}
+  for prefix in prefixes:
+    lay = Layout.from_tokenizer(tokenizer, num_sites, prefix, max_sequence_length(model))
+    x0_BL = init_states.all_mask(lay, num_chains)
+    out[prefix] = _chains(key, model, tokenizer, lay, x0_BL, temperature, num_steps, num_steps)[-1]
+  return out
 
 
 def attractors(
@@ -201,12 +233,12 @@ def attractors(
   out = {"labels": list(scorer.labels), "prefixes": []}
   for prefix, tokens_BN in endpoints.items():
     texts = [f"{prefix} {t}" for t in decode(np.asarray(tokens_BN))]
-    s_BL = scorer.scores(texts)
-    wins = np.bincount(s_BL.argmax(-1), minlength=len(scorer.labels))
+    s_BT = scorer.scores(texts)
+    wins = np.bincount(s_BT.argmax(-1), minlength=len(scorer.labels))
     out["prefixes"].append(
       {
         "prefix": prefix,
-        "mean_scores": s_BL.mean(0).tolist(),
+        "mean_scores": s_BT.mean(0).tolist(),
         "wins": {label: int(k) for label, k in zip(scorer.labels, wins) if k},
         "examples": texts[:examples],
       }

@@ -129,7 +129,7 @@ def measure(
 
 
 def grid(results: dict) -> tuple[np.ndarray, np.ndarray]:
-  """(fraction_XY, median_XY): X over num_sites, Y over temperatures (NaN: no median)."""
+  """(fraction, median): arrays [len(num_sites), len(temperatures)] (NaN: no median)."""
   ns, Ts = results["num_sites"], results["temperatures"]
   fraction, median = np.full((len(ns), len(Ts)), np.nan), np.full((len(ns), len(Ts)), np.nan)
   for c in results["cells"]:

@@ -13,6 +13,8 @@ Two mixing diagnostics over a grid of temperatures T and lengths n (Appendix B.1
     chains of a cell (a chain that never reaches d* counts as +inf, so the median is finite only
     when more than half reach it); at high T the median grows like c · n log n, fitted through
     the origin: c = Σ x τ / Σ x², x = n log n, with R² = 1 - Σ (τ - c x)² / Σ (τ - mean τ)².
+
+Shape letters: glauber's legend plus U (distinct recorded states); ___ any leading axes.
 """
 
 from __future__ import annotations
@@ -55,16 +57,14 @@ def embed_texts(
   return np.concatenate(parts)
 
 
-def embed_states(
-  tokens____N, decode: Decode, model, tokenizer, batch_size: int = 256
-) -> np.ndarray:
-  """e____D: the embedding of the text of every state (any leading axes, e.g. tokens_RBN),
+def embed_states(tokens___N, decode: Decode, model, tokenizer, batch_size: int = 256) -> np.ndarray:
+  """e___D: the embedding of the text of every state (any leading axes, e.g. tokens_RBN),
   each distinct state decoded and embedded once."""
-  tokens____N = np.asarray(tokens____N)
-  rows_XN = tokens____N.reshape(-1, tokens____N.shape[-1])
+  tokens___N = np.asarray(tokens___N)
+  rows_XN = tokens___N.reshape(-1, tokens___N.shape[-1])
   unique_UN, inverse_X = np.unique(rows_XN, axis=0, return_inverse=True)
   e_UD = embed_texts(model, tokenizer, decode(unique_UN), batch_size)
-  return e_UD[inverse_X.reshape(-1)].reshape(*tokens____N.shape[:-1], -1)
+  return e_UD[inverse_X.reshape(-1)].reshape(*tokens___N.shape[:-1], -1)
 
 
 @jax.jit
@@ -233,6 +233,9 @@ def figure(results: dict, cells: Sequence[dict] | None = None):
       )
       ax2.plot(nh, fits[T]["version2"]["c"] * nh * np.log(nh), "-", color=colour[T], lw=1)
   ax1.set_xscale("log")
+  ns = sorted({r["num_sites"] for r in rows})
+  ax1.set_xticks(ns, [str(n) for n in ns])
+  ax1.minorticks_off()
   ax1.set(
     xlabel="n", ylabel=f"mean d at t = {results['t_fixed']}", title="(b) Version 1: a + b log n"
   )
