@@ -1,7 +1,7 @@
 """Semantic basins of long chains and prefix attractors (paper A, 6.2, B.5-B.6, C.4).
 
 Chains seeded from topics (5 topics x 10 seeds in the paper) are scored every s steps by a
-zero-shot topic scorer (`glauber.topics`) over the eleven labels; with scores_RBT the score of
+zero-shot topic scorer (`glauber.topics`) over the eleven labels; with scores_RBY the score of
 label l for chain b at record r and baseline 1/L:
   table (a): per seed topic, the mean `target` (politics) score over its chains at the first
     and the last record;
@@ -15,7 +15,7 @@ mean topic scores of the endpoints, how often each label wins, and example endpo
 Recorded states repeat, so each distinct state is decoded, embedded and scored once (the
 embedding scorer reuses the sentence embeddings the PCA needs: one forward per state).
 
-Shape letters: glauber's legend plus T (topic labels) and U (distinct recorded states).
+Shape letters: glauber's legend (Y topic labels, U distinct recorded states).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def score_states(
   decode: Decode,
   embedder: tuple | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-  """(scores___T, e___D): each distinct state decoded and scored once; with an embedder
+  """(scores___Y, e___D): each distinct state decoded and scored once; with an embedder
   (model, tokenizer) also its sentence embeddings, which an embedding scorer reuses."""
   from glauber.semantic_drift import embed_texts
 
@@ -92,10 +92,10 @@ def score_states(
 
 
 def tables(
-  scores_RBT, seed_topic_B: Sequence[str], labels: Sequence[str], target: str = "politics"
+  scores_RBY, seed_topic_B: Sequence[str], labels: Sequence[str], target: str = "politics"
 ) -> dict:
   """Tables (a) and (b) and the crossing count (module docstring), JSON-able."""
-  scores_RBT = np.asarray(scores_RBT, np.float64)
+  scores_RBY = np.asarray(scores_RBY, np.float64)
   labels, seeds = list(labels), np.asarray(seed_topic_B)
   baseline, t = 1.0 / len(labels), labels.index(target)
   rows = []
@@ -106,21 +106,21 @@ def tables(
       {
         "topic": topic,
         "chains": int(chains.sum()),
-        "target_start": float(scores_RBT[0, chains, t].mean()),
-        "target_end": float(scores_RBT[-1, chains, t].mean()),
-        "seed_start": None if s is None else float(scores_RBT[0, chains, s].mean()),
-        "seed_end": None if s is None else float(scores_RBT[-1, chains, s].mean()),
+        "target_start": float(scores_RBY[0, chains, t].mean()),
+        "target_end": float(scores_RBY[-1, chains, t].mean()),
+        "seed_start": None if s is None else float(scores_RBY[0, chains, s].mean()),
+        "seed_end": None if s is None else float(scores_RBY[-1, chains, s].mean()),
       }
     )
-  above_B = (scores_RBT[:, :, t] > baseline).any(0)
+  above_B = (scores_RBY[:, :, t] > baseline).any(0)
   return {
     "target": target,
     "baseline": baseline,
     "rows": rows,
     "crossed": int(above_B.sum()),
-    "num_chains": int(scores_RBT.shape[1]),
-    "peak": float(scores_RBT[:, :, t].max()),
-    "ended_above": int((scores_RBT[-1, :, t] > baseline).sum()),
+    "num_chains": int(scores_RBY.shape[1]),
+    "peak": float(scores_RBY[:, :, t].max()),
+    "ended_above": int((scores_RBY[-1, :, t] > baseline).sum()),
   }
 
 
@@ -144,13 +144,13 @@ def measure(
 ) -> dict:
   """Topic scores of every record, tables (a)/(b), crossings, and (with an embedder) the 2-D
   PCA path of each chain."""
-  scores_RBT, e_RBD = score_states(scorer, tokens_RBN, decode, embedder)
+  scores_RBY, e_RBD = score_states(scorer, tokens_RBN, decode, embedder)
   out = {
     "steps": np.asarray(steps_R).tolist(),
     "labels": list(scorer.labels),
     "seed_topics": list(seed_topic_B),
-    "scores": scores_RBT.tolist(),
-    **tables(scores_RBT, seed_topic_B, scorer.labels, target),
+    "scores": scores_RBY.tolist(),
+    **tables(scores_RBY, seed_topic_B, scorer.labels, target),
   }
   if e_RBD is not None:
     R, B, D = e_RBD.shape
@@ -233,12 +233,12 @@ def attractors(
   out = {"labels": list(scorer.labels), "prefixes": []}
   for prefix, tokens_BN in endpoints.items():
     texts = [f"{prefix} {t}" for t in decode(np.asarray(tokens_BN))]
-    s_BT = scorer.scores(texts)
-    wins = np.bincount(s_BT.argmax(-1), minlength=len(scorer.labels))
+    s_BY = scorer.scores(texts)
+    wins = np.bincount(s_BY.argmax(-1), minlength=len(scorer.labels))
     out["prefixes"].append(
       {
         "prefix": prefix,
-        "mean_scores": s_BT.mean(0).tolist(),
+        "mean_scores": s_BY.mean(0).tolist(),
         "wins": {label: int(k) for label, k in zip(scorer.labels, wins) if k},
         "examples": texts[:examples],
       }

@@ -1,6 +1,6 @@
 """Zero-shot topic scores of texts over the paper's eleven labels (paper A, 6.2, B.1, B.5).
 
-A scorer maps texts to scores_XT: a probability over the labels per text (rows sum to 1), so
+A scorer maps texts to scores_XY: a probability over the labels per text (rows sum to 1), so
 the uniform baseline is 1 / #labels. Two scorers share that interface (`TopicScorer`):
 
 (a) `EmbeddingScorer`, the offline default: with E our Flax all-MiniLM-L6-v2 sentence
@@ -19,7 +19,7 @@ pickle of a scikit-learn Bunch, read by an unpickler that builds only lists, dic
 arrays) with headers removed; the groups a label covers (`GROUP_LABELS`: sci.space -> science)
 are scored by top-1 accuracy against the chance rate 1 / #labels.
 
-Shape letters: glauber's legend plus T, the topic labels (scores_XT: texts x labels).
+Shape letters: glauber's legend (Y: the topic labels, scores_XY: texts x labels).
 """
 
 from __future__ import annotations
@@ -80,14 +80,14 @@ class TopicScorer(Protocol):
   labels: tuple[str, ...]
 
   def scores(self, texts: Sequence[str]) -> np.ndarray:
-    """scores_XT, each row a probability over self.labels."""
+    """scores_XY, each row a probability over self.labels."""
     ...
 
 
-def _softmax(z_XT: np.ndarray) -> np.ndarray:
-  z_XT = z_XT - z_XT.max(-1, keepdims=True)
-  p_XT = np.exp(z_XT)
-  return p_XT / p_XT.sum(-1, keepdims=True)
+def _softmax(z_XY: np.ndarray) -> np.ndarray:
+  z_XY = z_XY - z_XY.max(-1, keepdims=True)
+  p_XY = np.exp(z_XY)
+  return p_XY / p_XY.sum(-1, keepdims=True)
 
 
 class EmbeddingScorer:
@@ -124,7 +124,7 @@ class EmbeddingScorer:
     return embed_texts(self.model, self.tokenizer, texts, self.batch_size, self.max_length)
 
   def scores(self, texts: Sequence[str], e_XD: np.ndarray | None = None) -> np.ndarray:
-    """scores_XT; e_XD: the texts' embeddings when already computed."""
+    """scores_XY; e_XD: the texts' embeddings when already computed."""
     e_XD = self.embeddings(texts) if e_XD is None else np.asarray(e_XD)
     return _softmax(self.scale * (e_XD @ self.e_TD.T))
 
