@@ -28,6 +28,7 @@ order l(00->10), l(10->11), l(00->01), l(01->11) (or the four contexts / states 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import os
 import pathlib
@@ -42,7 +43,7 @@ from gmlm import nn as gm
 from gmlm.checks import UserError
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-HEADER = ["model", "type", "parameters", "mean ΔR", "median ΔR", "std. error", "n rectangles"]
+HEADER = ["model", "type", "parameters", "mean ΔR", "n rectangles"]  # Table 1's columns
 CONTROLS = ("gpt2-random", "gpt2-random-tiny", "smollm2")
 # GPT-2 shapes with random weights: (layers, width, heads); "gpt2-random" is GPT-2 small's.
 GPT2_RANDOM = {"gpt2-random": (12, 768, 12), "gpt2-random-tiny": (2, 64, 2)}
@@ -233,7 +234,7 @@ def _causal_proposals(model, tokens_XL, mask_XL, sites_X2) -> jax.Array:
   return model.lm_logits(h_X2D)
 
 
-@jax.jit
+@functools.partial(jax.jit, static_argnames="k")
 def _top_k(logits_X2V, allowed_V, tokens_X2, k: int):
   """ids_X2k of the k best allowed tokens other than the current one (-1 where fewer exist)."""
   z = jnp.where(allowed_V, logits_X2V, -jnp.inf)
@@ -294,37 +295,32 @@ def draw(
   pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else 0
   k = int(min(top_k, allowed_V.sum()))
   done = 0
+  L = max(len(passages[p]) for p in usable)  # one shape for every batch: one compilation
   while done < num:
     X = min(batch_size, num - done)
     p_X = rng.choice(usable, X)
     sites_X2 = np.stack([rng.choice(free[p], 2, replace=False) for p in p_X]).astype(np.int32)
-    L = max(len(passages[p]) for p in p_X)
     tokens_XL = np.full((X, L), pad, np.int32)
     mask_XL = np.zeros((X, L), np.int32)
     for x, p in enumerate(p_X):
       tokens_XL[x, : len(passages[p])] = passages[p]
       mask_XL[x, : len(passages[p])] = 1
+    fill = np.r_[np.arange(X), np.zeros(batch_size - X, int)]  # the last batch: row 0 repeated
     if causal:
-      logits_X2V = _causal_proposals(model, tokens_XL, mask_XL, sites_X2)
+      logits_X2V = _causal_proposals(model, tokens_XL[fill], mask_XL[fill], sites_X2[fill])
     else:
       logits_X2V = _masked_proposals(
-        model, tokens_XL, mask_XL, sites_X2, jnp.int32(tokenizer.mask_token_id)
+        model, tokens_XL[fill], mask_XL[fill], sites_X2[fill], jnp.int32(tokenizer.mask_token_id)
       )
     a_X2 = np.take_along_axis(tokens_XL, sites_X2, 1)
-    ids_X2k = np.asarray(_top_k(logits_X2V, jnp.asarray(allowed_V), a_X2, k))
+    ids_X2k = np.asarray(_top_k(logits_X2V, jnp.asarray(allowed_V), a_X2[fill], k))[:X]
     count_X2 = (ids_X2k >= 0).sum(-1)
     pick_X2 = np.floor(rng.random((X, 2)) * count_X2).astype(np.int64)
     b_X2 = np.take_along_axis(ids_X2k, pick_X2[..., None], -1)[..., 0]
-    rect = Rectangles(
-      tokens_XL,
-      mask_XL,
-      sites_X2[:, 0],
-      sites_X2[:, 1],
-      b_X2[:, 0],
-      b_X2[:, 1],
-      p_X.astype(np.int32),
-    )
-    yield rect, edge_logratios(model, rect, getattr(tokenizer, "mask_token_id", None))
+    rect = Rectangles(tokens_XL, mask_XL, *sites_X2.T, *b_X2.T, p_X.astype(np.int32))
+    padded = Rectangles(*(getattr(rect, f.name)[fill] for f in dataclasses.fields(Rectangles)))
+    ell_X4 = edge_logratios(model, padded, getattr(tokenizer, "mask_token_id", None))[:X]
+    yield rect, ell_X4
     done += X
     if progress is not None:
       progress(X)
@@ -526,3 +522,109 @@ class JointMLM(nnx.Module):
 
   def mlm_logits(self, h_BKV):
     return h_BKV.astype(jnp.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Report: Table 1's row per model, Fig. 5's histogram, dR against |i - j| and against alpha
+
+
+def parameters_text(n: int) -> str:
+  return f"{n / 1e6:.1f}M" if n >= 1e5 else str(n)
+
+
+def table_rows(models: list[dict[str, Any]]) -> list[list[Any]]:
+  """Table 1's format: model, type, parameters, mean dR, n rectangles."""
+  return [
+    [m["model"], m["type"], parameters_text(m["parameters"]), m["mean"], m["n"]] for m in models
+  ]
+
+
+def _plt():
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def histogram_figure(models: list[dict[str, Any]]):
+  """Fig. 5: the distribution of dR per masked LM (causal controls are ~0: named in the title)."""
+  plt = _plt()
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  mlms = [m for m in models if m["type"] == "MLM"]
+  top = max([max(r["delta_r"] for r in m["rectangles"]) for m in mlms] or [1.0])
+  bins = np.linspace(0, top, 31)
+  for m in mlms:
+    d = [r["delta_r"] for r in m["rectangles"]]
+    ax.hist(d, bins=bins, alpha=0.6, label=f"{m['model']} (mean {m['mean']:.3f})")
+    ax.axvline(m["mean"], color="k", ls=":", lw=1)
+  controls = ", ".join(f"{m['model']} max {m['max']:.1e}" for m in models if m["type"] == "AR")
+  ax.set(xlabel="rectangle incompatibility ΔR", ylabel="rectangles")
+  ax.set_title(
+    "ΔR of random rectangles" + (f"\ncausal controls: {controls}" if controls else ""), fontsize=9
+  )
+  ax.legend(fontsize=8)
+  return fig
+
+
+def distance_figure(models: list[dict[str, Any]], alpha_NN: np.ndarray | None = None):
+  """dR against |i - j| (points and the mean per distance), and against the symmetric pairwise
+  influence (alpha_ij + alpha_ji) / 2 when alpha_NN is given (Fig. 6's claim)."""
+  plt = _plt()
+  mlms = [m for m in models if m["type"] == "MLM"]
+  panels = 1 if alpha_NN is None else 2
+  fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.5), squeeze=False)
+  ax = axes[0, 0]
+  for m in mlms:
+    d = [r["distance"] for r in m["rectangles"]]
+    v = [r["delta_r"] for r in m["rectangles"]]
+    (line,) = ax.plot(*zip(*[(k, mean) for k, _, mean in by_distance(m)]), "-", label=m["model"])
+    ax.scatter(d, v, s=6, alpha=0.3, color=line.get_color())
+  ax.set(xlabel="|i − j| (tokens)", ylabel="ΔR", title="ΔR against site distance (line: mean)")
+  ax.legend(fontsize=8)
+  if alpha_NN is not None:
+    ax = axes[0, 1]
+    for m in mlms:
+      a, v = influence_pairs(m, alpha_NN)
+      ax.scatter(a, v, s=8, alpha=0.5, label=m["model"])
+    ax.set(xlabel="(α_ij + α_ji) / 2", ylabel="ΔR", title="ΔR against pairwise influence")
+  return fig
+
+
+def section(results: dict[str, Any], run, alpha_NN: np.ndarray | None = None) -> str:
+  """The report section of the rectangle stage ({"models": [measure(...), ...], ...}); writes
+  rectangle_hist.png and rectangle_distance.png via run.savefig."""
+  models = results["models"]
+  run.savefig(histogram_figure(models), "rectangle_hist.png")
+  run.savefig(distance_figure(models, alpha_NN), "rectangle_distance.png")
+  from gmlm.runs import markdown_table
+
+  qs = [f"{q:g}" for q in QUANTILES]
+  spread = [
+    [
+      m["model"],
+      m["median"],
+      m["std_error"],
+      *[m["quantiles"][q] for q in qs],
+      m["max"],
+      m["mean_abs_edge"],
+    ]
+    for m in models
+  ]
+  text = results.get("text", "")
+  return (
+    "## Rectangle test (incompatibility)\n\n"
+    f"Random rectangles from {text}: sites i ≠ j among a passage's free sites, replacements "
+    f"drawn uniformly from the model's own top-{models[0]['top_k']} at that site (the current "
+    "token excluded); ΔR = |ℓ(00→10) + ℓ(10→11) − ℓ(00→01) − ℓ(01→11)| at T = "
+    f"{models[0]['temperature']:g}. A compatible joint gives ΔR = 0; the causal controls' "
+    "edges are differences of joint log-probabilities, so theirs is 0 up to float error.\n\n"
+    + markdown_table(HEADER, table_rows(models))
+    + "\nDistribution of ΔR (mean |ℓ| is the mean size of one edge log-ratio, the scale ΔR is "
+    "measured against):\n\n"
+    + markdown_table(
+      ["model", "median", "std. error", *[f"q{q}" for q in qs], "max", "mean |ℓ|"], spread
+    )
+    + "\n![ΔR histogram](rectangle_hist.png)\n\n![ΔR against distance](rectangle_distance.png)\n"
+  )
