@@ -31,7 +31,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # tokens never used as replacements
   # Rectangle test
   c.num_rectangles = 300
-  c.top_k = 50  # replacements: uniform over the model's top-k at the site, current token excluded
+  # replacements: uniform over the model's top-k at the site, the current token excluded
+  c.replacement_top_k = 50
   c.batch_size = 32  # rectangles per forward call
   c.controls = "gpt2-random,smollm2"  # causal controls ('' = none; or causal checkpoint paths)
   c.control_rectangles = 50  # rectangles per control (their ΔR is 0 up to float error)

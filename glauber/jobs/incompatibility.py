@@ -69,7 +69,7 @@ def control_names(config) -> list[str]:
 def validate_rectangle(config) -> None:
   checks.check_int(config, "num_rectangles", lo=1)
   checks.check_int(config, "control_rectangles", lo=1)
-  checks.check_int(config, "top_k", lo=2)  # a candidate set of size 1 has no b != a
+  checks.check_int(config, "replacement_top_k", lo=2)  # a candidate set of size 1 has no b != a
   checks.check_int(config, "batch_size", lo=1)
   checks.check_int(config, "max_tokens", lo=4)
   controls = checks.get(config, "controls")
@@ -95,7 +95,9 @@ def _cell_name(name: str) -> str:
 def compute_rectangle(ctx: Context) -> dict:
   """The MLM's rectangle test, then each causal control's (each in its own cell)."""
   c = ctx.config
-  common = dict(top_k=c.top_k, batch_size=c.batch_size, max_tokens=c.max_tokens, seed=c.seed)
+  common = dict(
+    top_k=c.replacement_top_k, batch_size=c.batch_size, max_tokens=c.max_tokens, seed=c.seed
+  )
   models = [
     ctx.run.cell(
       _cell_name("mlm"),

@@ -149,8 +149,8 @@ def test_config_refuses_a_candidate_set_of_size_one(tmp_path):
   from configs.glauber_incompatibility import get_config
 
   c = get_config()
-  c.top_k = 1
-  with pytest.raises(ConfigError, match=r"config.top_k=1: must be an integer >= 2"):
+  c.replacement_top_k = 1
+  with pytest.raises(ConfigError, match=r"config.replacement_top_k=1: must be an integer >= 2"):
     cli.prepare(c, str(tmp_path / "run"), "sample.py")
 
 
@@ -173,7 +173,8 @@ def test_job_writes_the_section_and_resumes_from_its_cells(
   )
   c = get_config()
   c.model, c.text, c.controls = str(model_dir), str(text), "gpt2-random-tiny"
-  c.num_rectangles, c.control_rectangles, c.top_k, c.batch_size, c.max_tokens = 6, 3, 5, 4, 24
+  c.num_rectangles, c.control_rectangles, c.replacement_top_k = 6, 3, 5
+  c.batch_size, c.max_tokens = 4, 24
   workdir = tmp_path / "run"
   results = incompatibility.run(c, str(workdir))
   mlm, control = results["rectangle"]["models"]
