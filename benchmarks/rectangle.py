@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -31,15 +30,8 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from mlm_forward import BERT_BASE, peak_rss_mb  # noqa: E402  (benchmarks/ is sys.path[0])
 
-BERT_BASE = dict(
-  vocab_size=30522,
-  hidden_size=768,
-  num_hidden_layers=12,
-  num_attention_heads=12,
-  intermediate_size=3072,
-  max_position_embeddings=512,
-)
 TINY = dict(
   vocab_size=1000,
   hidden_size=32,
@@ -50,10 +42,6 @@ TINY = dict(
 )
 PAD, CLS, SEP, MASK = 0, 101, 102, 103  # BERT's special ids
 FIRST_WORD = 999  # ids below are special or [unused] in BERT's vocabulary
-
-
-def peak_rss_mb() -> float:
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def build(shape: dict, directory: str):
