@@ -294,6 +294,7 @@ def draw(
   rng = np.random.default_rng(seed)
   pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else 0
   k = int(min(top_k, allowed_V.sum()))
+  batch_size = min(batch_size, num)  # the last batch is padded to this size
   done = 0
   L = max(len(passages[p]) for p in usable)  # one shape for every batch: one compilation
   while done < num:
@@ -363,8 +364,9 @@ def measure(
 ) -> dict[str, Any]:
   """The rectangle test of one model (masked or causal) on rectangles drawn from `texts`:
   its Table-1 row (model, type, parameters, mean dR, n rectangles), the summary of dR, mean
-  |edge log-ratio| (the scale dR is small against) and every rectangle (passage, i, j, |i - j|
-  in free-site positions, dR)."""
+  |edge log-ratio| (the scale dR is small against) and every rectangle: passage (index into
+  texts), i, j (free-site indices: position - 1 for a masked LM's [CLS] x [SEP], the position
+  for a causal LM), |i - j|, tokens (a_i, b_i, a_j, b_j) and dR."""
   check_temperature(temperature)
   if num_rectangles < 1:
     raise UserError(f"num_rectangles = {num_rectangles}: need at least 1")
@@ -392,6 +394,12 @@ def measure(
           "i": i,
           "j": j,
           "distance": abs(i - j),
+          "tokens": [  # a_i, b_i, a_j, b_j
+            int(rect.tokens_XL[x, rect.i_X[x]]),
+            int(rect.bi_X[x]),
+            int(rect.tokens_XL[x, rect.j_X[x]]),
+            int(rect.bj_X[x]),
+          ],
           "delta_r": float(d_X[x]),
         }
       )

@@ -117,16 +117,13 @@ def compute_rectangle(ctx: Context) -> dict:
 
     def control(name=name):
       model, tokenizer, label = rectangle.load_control(name, ctx.tokenizer, c.seed)
-      allowed = chains.candidate_ids(tokenizer, model.config.vocab_size, exclude_pattern=None)
-      allowed_V = np.zeros(model.config.vocab_size, bool)
-      allowed_V[allowed] = True
       return rectangle.measure(
         model,
         tokenizer,
         ctx.texts,
         name=label,
         num_rectangles=c.control_rectangles,
-        allowed_V=allowed_V,
+        allowed_V=allowed_tokens(tokenizer, model.config.vocab_size, c.exclude_pattern),
         progress=ctx.progress.update,
         **common,
       )
@@ -142,6 +139,15 @@ STAGES: tuple[Stage, ...] = (
 
 # --------------------------------------------------------------------------------------------
 # The job
+
+
+def allowed_tokens(tokenizer, vocab_size: int, exclude_pattern: str) -> np.ndarray:
+  """allowed_V: the tokens a replacement may be (no special token, none matching the pattern)."""
+  allowed_V = np.zeros(vocab_size, bool)
+  allowed_V[
+    chains.candidate_ids(tokenizer, vocab_size, exclude_pattern=exclude_pattern or None)
+  ] = 1
+  return allowed_V
 
 
 def stage_names(config) -> list[str]:
@@ -208,23 +214,18 @@ def run(config, workdir: str) -> dict:
   from tqdm import tqdm
 
   model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
-  allowed = chains.candidate_ids(
-    tokenizer, model.config.vocab_size, exclude_pattern=config.exclude_pattern or None
-  )
-  allowed_V = np.zeros(model.config.vocab_size, bool)
-  allowed_V[allowed] = True
+  allowed_V = allowed_tokens(tokenizer, model.config.vocab_size, config.exclude_pattern)
   rd = RunDir(workdir, config)
   stages = [s for s in STAGES if s.name in stage_names(config)]
   bar = tqdm(total=sum(s.work(config) for s in stages), desc="incompatibility", unit="rect")
   ctx = Context(
     config, rd, model, tokenizer, read_passages(config.text, config.max_passages), allowed_V, bar
   )
-  sections = []
-  for stage in stages:
+  for stage in stages:  # compute every stage, then render (a section may use another's results)
     bar.set_postfix(stage=stage.name)
     ctx.results[stage.name] = rd.cell(stage.name, lambda: stage.compute(ctx))
-    sections.append(stage.section(ctx.results[stage.name], rd))
   bar.close()
+  sections = [stage.section(ctx.results[stage.name], rd) for stage in stages]
   results = {"model": model_name(config.model), **ctx.results}
   rd.write_report(
     f"# Incompatibility and mixing diagnostics: {model_name(config.model)}\n\n"

@@ -79,6 +79,26 @@ def test_causal_lm_edges_from_the_joint_telescope_to_zero(arch):
   assert rectangle.delta_r(ell_X4).max() < TOL  # ... their cycle sum is 0 in float32
 
 
+@pytest.mark.slow  # dequantising the 4-bit file dominates
+def test_smollm2_joint_gives_dR_zero_in_float32():
+  try:
+    path = rectangle.smollm2_path()
+  except UserError as e:
+    pytest.skip(str(e))
+  model, tokenizer = gm.load(path)
+  r = rectangle.measure(
+    model,
+    tokenizer,
+    ["The river runs past the old mill and into the sea at dawn."],
+    name="SmolLM2",
+    num_rectangles=4,
+    top_k=5,
+    batch_size=4,
+  )
+  assert r["type"] == "AR" and r["n"] == 4
+  assert r["mean_abs_edge"] > 0.3 and r["max"] < TOL
+
+
 def test_explicit_joint_mlm_is_compatible_and_dR_vanishes():
   model = rectangle.JointMLM(rectangle.JointConfig(V, 16), nnx.Rngs(0))
   # Its conditionals are the joint's ratios, by enumeration of the 11 values at a site.
@@ -93,34 +113,42 @@ def test_explicit_joint_mlm_is_compatible_and_dR_vanishes():
   assert rectangle.delta_r(ell_X4).max() < TOL
 
 
-def test_random_mlm_is_incompatible():
-  _, ell_X4 = drawn(tiny_mlm())
+@pytest.fixture(scope="module")
+def random_mlm():
+  """A tiny random BERT and 24 rectangles drawn with it."""
+  model = tiny_mlm()
+  return model, *drawn(model)
+
+
+def test_random_mlm_is_incompatible(random_mlm):
+  _, _, ell_X4 = random_mlm
   d_X = rectangle.delta_r(ell_X4)
   assert d_X.mean() > 1000 * TOL and np.median(d_X) > 100 * TOL
 
 
-def test_batched_edges_equal_a_loop_over_the_eight_conditionals():
+def test_batched_edges_equal_a_loop_over_the_eight_conditionals(random_mlm):
   """Each edge s -> s' at site k from a one-row forward of s masked at k AND of s' masked at k
-  (the same context), with the softmax normaliser kept: 8 conditionals per rectangle."""
-  model = tiny_mlm()
-  rects, ell_X4 = drawn(model, num=6, top_k=3)
+  (the same context), with the softmax normaliser kept: 8 conditionals per rectangle (the first
+  batch of 8 rectangles)."""
+  model, rects, ell_X4 = random_mlm
+  rect = rects[0]
+  ell_X4 = ell_X4[: len(rect.i_X)]
   ref = []
-  for rect in rects:
-    states_4XL = rect.states()  # x00, x10, x01, x11
-    for x in range(len(rect.i_X)):
-      i, j = int(rect.i_X[x]), int(rect.j_X[x])
-      edges = ((0, 1, i), (1, 3, j), (0, 2, j), (2, 3, i))
-      row = []
-      for a, b, site in edges:
-        for s in (a, b):
-          masked = states_4XL[s, x].copy()
-          masked[site] = MASK
-          logits = gm.masked_logits(
-            model, masked[None], jnp.asarray([[site]]), rect.mask_XL[x : x + 1]
-          )
-          logp_V = np.asarray(jax.nn.log_softmax(logits[0, 0]), np.float64)
-          row.append(logp_V[states_4XL[b, x, site]] - logp_V[states_4XL[a, x, site]])
-      ref.append(row)
+  states_4XL = rect.states()  # x00, x10, x01, x11
+  for x in range(len(rect.i_X)):
+    i, j = int(rect.i_X[x]), int(rect.j_X[x])
+    edges = ((0, 1, i), (1, 3, j), (0, 2, j), (2, 3, i))
+    row = []
+    for a, b, site in edges:
+      for s in (a, b):
+        masked = states_4XL[s, x].copy()
+        masked[site] = MASK
+        logits = gm.masked_logits(
+          model, masked[None], jnp.asarray([[site]]), rect.mask_XL[x : x + 1]
+        )
+        logp_V = np.asarray(jax.nn.log_softmax(logits[0, 0]), np.float64)
+        row.append(logp_V[states_4XL[b, x, site]] - logp_V[states_4XL[a, x, site]])
+    ref.append(row)
   ref_X42 = np.asarray(ref).reshape(-1, 4, 2)
   np.testing.assert_allclose(ref_X42[..., 0], ref_X42[..., 1], atol=1e-5)  # shared contexts
   np.testing.assert_allclose(ell_X4, ref_X42[..., 0], atol=1e-4)
