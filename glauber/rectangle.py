@@ -464,6 +464,25 @@ def smollm2_path() -> pathlib.Path:
   )
 
 
+def random_weights(hf: dict[str, Any], seed: int = 0, std: float = 0.02):
+  """A gmlm.nn model of a config.json with GPT-2's initialisation drawn by numpy: weights
+  N(0, std^2), biases 0, norm scales 1 (no jax initialiser runs: they compile op by op)."""
+  graphdef, state = nnx.split(nnx.eval_shape(lambda: gm.from_config(hf)))
+  leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
+  rng = np.random.default_rng(seed)
+
+  def draw_leaf(path, x):
+    name = jax.tree_util.keystr(path)
+    if "scale" in name:
+      return np.ones(x.shape, x.dtype)
+    if "bias" in name:
+      return np.zeros(x.shape, x.dtype)
+    return (std * rng.standard_normal(x.shape, np.float32)).astype(x.dtype)
+
+  new = [draw_leaf(p, x) for p, x in leaves]
+  return nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, new))
+
+
 def load_control(name: str, tokenizer, seed: int = 0) -> tuple[Any, Any, str]:
   """(causal model, its tokenizer, label) of a control: "gpt2-random" (GPT-2 small's shape,
   random weights, over the MLM's vocabulary and tokenizer), "gpt2-random-tiny" (2 x 64),
@@ -478,7 +497,7 @@ def load_control(name: str, tokenizer, seed: int = 0) -> tuple[Any, Any, str]:
       "n_head": heads,
       "n_positions": 1024,
     }
-    return gm.from_config(hf, rngs=nnx.Rngs(seed)), tokenizer, f"GPT-2 ({name}, random weights)"
+    return random_weights(hf, seed), tokenizer, f"GPT-2 ({name}, random weights)"
   path = smollm2_path() if name == "smollm2" else pathlib.Path(name)
   model, tok = gm.load(path)
   if not is_causal(model):
