@@ -15,7 +15,9 @@ in one process. Passages are random token sequences ([CLS] w_1..w_m [SEP], m = -
 The torch loop measures ours' rectangles (same sites and replacements), so the two dR agree
 (printed as a parity check). Reports rectangles/s of each, their ratio, and peak memory: the
 process's peak RSS after each side (monotone: torch's is what it added), and on an accelerator
-the JAX / torch device peaks.
+the JAX / torch device peaks. On a CPU shared with other work, torch's intra-op threads can
+stall on busy cores (a 2 x 32 forward measured 3 ms with 1 thread, 40-400 ms with 2):
+--torch_threads sets them; time on a quiet machine.
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ def main() -> None:
   p.add_argument("--batch_size", type=int, default=32)
   p.add_argument("--length", type=int, default=48, help="tokens per passage, [CLS]/[SEP] included")
   p.add_argument("--top_k", type=int, default=50)
+  p.add_argument(
+    "--torch_threads", type=int, default=0, help="0: torch's default (on a loaded CPU, try 1)"
+  )
   a = p.parse_args()
   if a.tiny:
     a.rectangles, a.torch_rectangles, a.batch_size, a.length = 8, 4, 4, 16
@@ -146,6 +151,8 @@ def main() -> None:
   from glauber import rectangle
 
   shape = TINY if a.tiny else BERT_BASE
+  if a.torch_threads:
+    torch.set_num_threads(a.torch_threads)
   device = "cuda" if torch.cuda.is_available() else "cpu"
   print(
     f"model: BertForMaskedLM {shape['num_hidden_layers']} x {shape['hidden_size']}, vocab "
