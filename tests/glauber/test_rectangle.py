@@ -221,3 +221,26 @@ def test_job_writes_the_section_and_resumes_from_its_cells(
 
   monkeypatch.setattr(rectangle, "measure", refuse)
   assert incompatibility.run(c, str(workdir))["rectangle"] == results["rectangle"]
+
+
+def test_influence_pairs_and_the_alpha_figure(tmp_path):
+  """A rectangle's alpha is (alpha_ij + alpha_ji) / 2 on the free sites alpha covers; the
+  section draws the dR-vs-alpha panel when alpha is given."""
+  from gmlm.runs import RunDir
+
+  recs = [
+    {"passage": 0, "i": 0, "j": 2, "distance": 2, "tokens": [5, 6, 7, 8], "delta_r": 0.5},
+    {"passage": 1, "i": 1, "j": 0, "distance": 1, "tokens": [5, 6, 7, 8], "delta_r": 0.25},
+    {"passage": 0, "i": 3, "j": 1, "distance": 2, "tokens": [5, 6, 7, 8], "delta_r": 0.75},
+  ]
+  alpha_NN = np.arange(9.0).reshape(3, 3)  # site 3 is outside
+  model = {"model": "m", "type": "MLM", "parameters": 10, "n": 3, "top_k": 4, "temperature": 1.0}
+  model |= {**rectangle.summary([0.5, 0.25, 0.75]), "mean_abs_edge": 1.0, "rectangles": recs}
+  a, d = rectangle.influence_pairs(model, alpha_NN)
+  np.testing.assert_array_equal(a, [(2 + 6) / 2, (3 + 1) / 2])
+  np.testing.assert_array_equal(d, [0.5, 0.25])
+  a, d = rectangle.influence_pairs(model, alpha_NN, passage=1)
+  np.testing.assert_array_equal(d, [0.25])
+  text = rectangle.section({"text": "t", "models": [model]}, RunDir(tmp_path), alpha_NN)
+  assert "| m | MLM | 10 | 0.5 | 3 |" in text
+  assert (tmp_path / "rectangle_distance.png").stat().st_size > 0
