@@ -32,3 +32,19 @@ def test_ising_throughput_quick_runs_and_prints_ratios():
     for k in (1, 2, 4):
       assert re.search(rf"ratio ours/numpy\s+{model}\s+k={k}\s+\d+\.\d+x", out), out
   assert "FAILED" not in out and "thrml    sweep" not in out
+
+
+def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / "benchmarks" / "rectangle.py"), "--tiny"],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert re.search(r"ratio ours/torch \d+\.\dx", out), out
+  gap = float(re.search(r"max \|dR ours - dR torch\| = (\S+)", out).group(1))
+  assert gap < 1e-4, out  # the same weights give the same dR (float32)
+  assert "peak RSS" in out
