@@ -76,6 +76,8 @@ def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collectio
 def validate(config: ml_collections.ConfigDict) -> None:
   trained = check_run(config, "checkpoint")
   checks.check_int(config, "step", lo=0)
+  source = checks.get(config, "input")
+  checks.check(isinstance(source, str), "input", source, "must be '' (stdin) or a file path")
   checks.check_file(config, "input", optional=True)
   output = checks.get(config, "output")
   checks.check(
