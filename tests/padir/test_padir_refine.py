@@ -14,7 +14,7 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import refinement
+from padir import decode, refinement
 from padir import tokenizer as tok_lib
 
 EOS, PAD, MASK = tok_lib.EOS_ID, tok_lib.PAD_ID, tok_lib.MASK_ID
@@ -210,3 +210,17 @@ def test_a_source_decodes_alone_uncached_as_inside_a_padded_batch_cached(options
   for name in ("tokens", "passes", "candidates"):
     np.testing.assert_array_equal(np.asarray(alone[name][0]), np.asarray(batch[name][2]), name)
   np.testing.assert_allclose(alone["scores"][0], batch["scores"][2], rtol=1e-5)
+
+
+def test_ar_rerank_score_is_the_beam_searchs_summed_log_probability():
+  """ar_log_prob (teacher forced, one pass) against beam_search's incremental KV-cached sum of
+  log p(y_t | y_<t, x) (length_penalty 0) of its own output."""
+  ar = padir_util.tiny_model("ar", seed=1)
+
+  @nnx.jit
+  def both(m):
+    beam = decode.beam_search(m, INPUTS, 2, length_penalty=0.0)
+    return beam["scores"], refinement.ar_log_prob(m, INPUTS, beam["tokens"], 1)
+
+  beam_scores, rescored = both(ar)
+  np.testing.assert_allclose(np.asarray(rescored), np.asarray(beam_scores), rtol=1e-5)
