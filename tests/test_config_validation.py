@@ -68,6 +68,9 @@ VALID = {
   ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
   ("ising_mple_asymptotics:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
   ("decode.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  ("length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  ("step", "0"): "0 = the run's latest checkpoint",
+  ("output", repr(NONSENSE)): "a file the translations are written to",
   ("distill.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
   # Free text and names resolved when used (a typo there is reported with the name).
   ("model", repr(NONSENSE)): "a Hugging Face id, looked up when the run loads it",
@@ -105,6 +108,12 @@ def base_config(name: str, tmp_path: Path) -> ml_collections.ConfigDict:
   """The shipped config; a data file that is only on a set-up machine is replaced by a temp
   file so that the other keys can be checked."""
   config = importlib.import_module(f"configs.{name}").get_config()
+  if "checkpoint" in config:  # a translation config: a run directory as train.py leaves it
+    run = tmp_path / "trained"
+    (run / "checkpoints" / "1").mkdir(parents=True, exist_ok=True)
+    trained = importlib.import_module("configs.padir_bible_en_es").get_config()
+    (run / "config.json").write_text(trained.to_json(), encoding="utf-8")
+    config.checkpoint = str(run)
   if "data" in config and "path" in config.data and config.data.path != "english":
     text = tmp_path / "lines.txt"
     text.write_text("a first line of text for the test\n", encoding="utf-8")
