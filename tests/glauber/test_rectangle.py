@@ -16,7 +16,7 @@ import pytest
 from flax import nnx
 from glauber_util import CLS, MASK, PAD, SEP, V
 
-from glauber import rectangle
+from glauber import drift, influence, margins, rectangle
 from gmlm import cli
 from gmlm import nn as gm
 from gmlm.checks import ConfigError, UserError
@@ -184,8 +184,8 @@ def test_config_refuses_a_candidate_set_of_size_one(tmp_path):
 def test_job_writes_the_section_and_resumes_from_its_cells(
   tiny_checkpoint, splade_dir, tmp_path, monkeypatch
 ):
-  """A tiny random BERT with SPLADE-tiny's tokenizer, a GPT-2 control: report.md holds the
-  section and the table; a rerun after losing results.json recomputes no cell."""
+  """A tiny random BERT with SPLADE-tiny's tokenizer, a GPT-2 control, every stage at tiny size:
+  report.md holds each stage's section; a rerun after losing results.json recomputes no cell."""
   from configs.glauber_incompatibility import get_config
   from glauber.jobs import incompatibility
 
@@ -202,6 +202,10 @@ def test_job_writes_the_section_and_resumes_from_its_cells(
   c.model, c.text, c.controls = str(model_dir), str(text), "gpt2-random-tiny"
   c.num_rectangles, c.control_rectangles, c.replacement_top_k = 6, 3, 5
   c.batch_size, c.max_tokens = 4, 24
+  c.influence.seed_text, c.influence.temperatures = "the river runs past the mill", (1.0, 8.0)
+  c.influence.num_contexts, c.influence.num_values, c.influence.num_rectangles = 2, 3, 4
+  c.margins.texts, c.margins.temperatures = ("the river runs",), (1.0,)
+  c.drift.num_sites, c.drift.k, c.drift.num_states, c.drift.temperatures = 4, 2, 3, (1.0,)
   workdir = tmp_path / "run"
   results = incompatibility.run(c, str(workdir))
   mlm, control = results["rectangle"]["models"]
@@ -213,14 +217,21 @@ def test_job_writes_the_section_and_resumes_from_its_cells(
     workdir / "rectangle_distance.png"
   ).is_file()
   assert json.loads((workdir / "results.json").read_text())["rectangle"] == results["rectangle"]
+  for heading in ("## Influence", "## Score margins", "## Drift certificate"):
+    assert heading in report
+  assert len(results["influence"]["seed_rectangles"]["rectangles"]) == 4
+  for figure in ("rectangle_influence.png", "influence_vs_T.png", "margins.png", "drift.png"):
+    assert (workdir / figure).is_file()
 
   (workdir / "results.json").unlink()  # as if killed before the end: every cell is stored
 
   def refuse(*args, **kwargs):
     raise AssertionError("a finished cell was recomputed")
 
-  monkeypatch.setattr(rectangle, "measure", refuse)
-  assert incompatibility.run(c, str(workdir))["rectangle"] == results["rectangle"]
+  for module in (rectangle, influence, margins, drift):
+    monkeypatch.setattr(module, "measure", refuse)
+  again = incompatibility.run(c, str(workdir))
+  assert json.loads(json.dumps(again)) == json.loads(json.dumps(results))
 
 
 def test_influence_pairs_and_the_alpha_figure(tmp_path):
