@@ -11,6 +11,12 @@ Modules: `layout` (where the free sites are), `oracle` (the MaskedLM protocol, l
 kernels, Records), `rejection_free` (the exact jump-chain twin of plain Glauber, with a memo),
 `coupling` (maximally coupled pairs), `recording` (trajectory chunks and checkpoints),
 `mlm/` (building and scoring the default English MLM), `jobs/` (one per config family).
+Paper A's measurements, a module per protocol (each with `measure` -> JSON-able results and
+`section` -> a report section): `rectangle` (the rectangle test of incompatibility),
+`influence` (α_ij, ω_ij and the contraction temperature), `margins` (score margins and
+Theorem 8's exit bound), `drift` (the drift certificate), `exact` (the restricted chain
+enumerated exactly), `metropolis` (Metropolis-Hastings with a known stationary law), `traps`,
+`semantic_drift`, `topics`, `phase_diagram` (coupling over a (T, n) grid) and `basins`.
 
 Shape letters (suffixes of array names, `tokens_BL`):
   B  chains (in MLM training and scoring: the sequences of a batch)
@@ -22,6 +28,12 @@ Shape letters (suffixes of array names, `tokens_BL`):
   R  records (snapshots every record_every steps)
   S  memo slots (recent states a rejection-free chain remembers)
   D  hidden / embedding width
+  T  temperatures of a grid
+  G  groups (a context, a site i, a site j) of the influence protocol
+  M  values a site j takes in the influence protocol
+  P  pairs of those values
+  U  distinct recorded states
+  Y  topic labels
   X  any other axis, named where it is used (e.g. the B * n one-mask rows)
   1, 5  an axis of that size
 """
@@ -42,7 +54,26 @@ _API = {
   "candidate_ids": "glauber.chains",
   "init_state": "glauber.chains",
 }
-_MODULES = ("chains", "coupling", "init_states", "layout", "oracle", "recording", "rejection_free")
+_MODULES = (
+  "basins",
+  "chains",
+  "coupling",
+  "drift",
+  "exact",
+  "influence",
+  "init_states",
+  "layout",
+  "margins",
+  "metropolis",
+  "oracle",
+  "phase_diagram",
+  "recording",
+  "rectangle",
+  "rejection_free",
+  "semantic_drift",
+  "topics",
+  "traps",
+)
 
 __all__ = sorted([*_API, *_MODULES])
 

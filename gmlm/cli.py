@@ -209,7 +209,8 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     except UserError as e:
       _fail(str(e))
     written = ", ".join(sorted(p for p in os.listdir(workdir) if not p.startswith(".")))
-    print(f"Run directory {workdir}/: {written}")
+    # stderr: a job may write its product to stdout (translations), and this line is a note
+    print(f"Run directory {workdir}/: {written}", file=sys.stderr)
 
   try:
     app.run(_main, argv=argv, flags_parser=_parse_flags)

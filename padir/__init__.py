@@ -8,14 +8,16 @@ Modules, bottom up:
   corpus as array_record files; the only module that loads tensorflow_datasets), tokenizer
   (SentencePiece with fixed special ids), vocab (a config's vocabulary, trained once);
 - model (flax.nnx Transformer, the AR KV cache), losses (noising rule, multi-stage loss),
-  decode (refinement, greedy and beam AR), metrics (SacreBLEU, chrF, stutter), evaluate
+  refinement (PaDIR decoding: the released decoder's rules, options beyond them), decode
+  (greedy and beam AR; re-exports refine), metrics (SacreBLEU, chrF, stutter), evaluate
   (translation, validation loss and BLEU during training), attention (attention statistics of
   stutter vs other adjacent pairs), speed (latency and throughput of the decoders);
 - sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh), optim (schedule,
   AdaFactor), training (`fit(config, rd)`: the loop, checkpoints, resume; `validate`),
   restore (a trained run's model for other code), curves (figure and report.md), distill
   (sequence-level distillation from the AR baseline);
-- jobs/train.py, jobs/distill.py: the jobs train.py runs.
+- jobs/train.py, jobs/distill.py: the jobs train.py runs; jobs/translate.py: sample.py's
+  translation of stdin or a file with a trained checkpoint.
 
 Shape letters (array names end in them: `enc_BSD` is [batch, source length, model width]):
   B  batch: sources (or sentence pairs) of a batch
@@ -25,10 +27,10 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
   Q  query positions, K key positions (inside Attention)
   D  model width; N attention heads; H head width; V vocabulary
   C  length classes: target lengths 0 .. max_target_length
-  G  candidate lengths decoded per source (refine's num_lengths)
+  G  candidates decoded per source (refinement: num_lengths x length_offsets x num_starts)
   W  beams per source (beam_size); E ranked extensions of the beams (2W); U the W finished
      slots and the E extensions together
-  M  rows decoded together: B sources x G candidate lengths, or x W beams
+  M  rows decoded together: B sources x G candidates, or x W beams
   P  pairs of a corpus (data.bucket_batches), sentences of a split (speed, jobs/evaluate)
   X  samples of an attention statistic: adjacent position pairs, x 2 directions for the
      self-attention ones (attention)
@@ -36,11 +38,12 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
 """
 
 from padir.data import CorpusError, make_dataset
-from padir.decode import beam_search, drop_stutter, greedy_ar, refine
+from padir.decode import beam_search, drop_stutter, greedy_ar
 from padir.evaluate import translate
 from padir.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
 from padir.metrics import bleu, chrf, stutter_rate
 from padir.model import KVCache, ModelConfig, Transformer
+from padir.refinement import RefineOptions, refine, refine_jit
 from padir.tokenizer import Tokenizer, train_tokenizer
 
 __all__ = [
@@ -51,7 +54,9 @@ __all__ = [
   "beam_search",
   "drop_stutter",
   "greedy_ar",
+  "RefineOptions",
   "refine",
+  "refine_jit",
   "bleu",
   "chrf",
   "stutter_rate",

@@ -1,11 +1,5 @@
-"""Inference: PaDIR iterative refinement (paper App. L.1.1), greedy and beam AR decoding.
-
-PaDIR: encode once; take the top G = num_lengths target lengths of the length predictor (the
-B G candidates are decoded as M rows); for each, start from random tokens (or [MASK]) and run
-num_steps decoder passes X(t+1) = argmax decoder(X(t), h), stopping early when no hypothesis
-changes. Optionally (paper App. L.2) token-level stutter (a token equal to its left neighbour)
-is re-masked between iterations and dropped after the last one (`drop_stutter`, on the host).
-The candidate with the best mean token log-probability wins.
+"""Inference: greedy and beam AR decoding; PaDIR refinement lives in padir.refinement (its
+`refine`, `RefineOptions` and `legacy_options` are re-exported here).
 
 AR beam search (the paper's AR baselines decode with 5 beams; distillation teachers too), with
 fairseq's bookkeeping: each step ranks the extensions of the W = beam_size alive prefixes by
@@ -32,83 +26,11 @@ from flax import struct
 from padir import losses
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
+from padir.refinement import RefineOptions, gnmt_penalty, legacy_options, refine
+
+__all__ = ["RefineOptions", "beam_search", "drop_stutter", "greedy_ar", "legacy_options", "refine"]
 
 Array = jax.Array
-
-
-def _valid_lengths(length_logits_BC: Array) -> Array:
-  """Length 0 is impossible (targets end with EOS)."""
-  return length_logits_BC.at[:, 0].set(-jnp.inf)
-
-
-def _stutter_BT(x_BT: Array) -> Array:
-  prev_BT = jnp.pad(x_BT[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
-  return (x_BT == prev_BT) & (x_BT != tokenizer_lib.PAD_ID)
-
-
-def refine(
-  model: model_lib.Transformer,
-  inputs_BS: Array,
-  key: Array,
-  *,
-  num_steps: int = 4,
-  num_lengths: int = 1,
-  init: str = "random",
-  remask_stutter: bool = False,
-  target_length: int | None = None,
-) -> dict[str, Array]:
-  """PaDIR decoding. Returns tokens [B, T] (PAD after the length), lengths [B], steps_run.
-
-  target_length forces the hypothesis length (EOS included) instead of the length predictor.
-  """
-  B = inputs_BS.shape[0]
-  T = model.cfg.max_target_length
-  G = num_lengths
-  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
-  if target_length is None:
-    _, lengths_BG = jax.lax.top_k(_valid_lengths(model.length_logits(enc_BSD)), G)
-  else:
-    lengths_BG = jnp.full((B, G), target_length, jnp.int32)
-  lengths_M = lengths_BG.reshape(B * G)  # M = B * G candidates
-  enc_MSD = jnp.repeat(enc_BSD, G, axis=0)
-  enc_mask_MS = jnp.repeat(enc_mask_BS, G, axis=0)
-  inside_MT = jnp.arange(T)[None] < lengths_M[:, None]
-  if init == "random":
-    x0_MT = jax.random.randint(key, (B * G, T), tokenizer_lib.NUM_SPECIAL, model.cfg.vocab_size)
-  elif init == "mask":
-    x0_MT = jnp.full((B * G, T), tokenizer_lib.MASK_ID)
-  else:
-    raise ValueError(f"init must be 'random' or 'mask', got {init!r}")
-  x0_MT = jnp.where(inside_MT, x0_MT, tokenizer_lib.PAD_ID).astype(jnp.int32)
-
-  def step(x_MT):
-    logits_MTV = losses.ban_never_predicted(model.decode(x_MT, enc_MSD, enc_mask_MS))
-    pred_MT = jnp.where(inside_MT, jnp.argmax(logits_MTV, -1), tokenizer_lib.PAD_ID)
-    logp_MT = jnp.take_along_axis(jax.nn.log_softmax(logits_MTV, -1), pred_MT[..., None], -1)[
-      ..., 0
-    ]
-    return pred_MT.astype(jnp.int32), logp_MT
-
-  def cond(state):
-    t, _, _, changed = state
-    return (t < num_steps) & changed
-
-  def body(state):
-    t, x_MT, _, _ = state
-    pred_MT, logp_MT = step(x_MT)
-    changed = jnp.any(pred_MT != x_MT)
-    if remask_stutter:
-      pred_MT = jnp.where(
-        _stutter_BT(pred_MT) & (t + 1 < num_steps), tokenizer_lib.MASK_ID, pred_MT
-      )
-    return t + 1, pred_MT, logp_MT, changed
-
-  logp0_MT = jnp.zeros((B * G, T), jnp.float32)
-  steps, x_MT, logp_MT, _ = jax.lax.while_loop(cond, body, (0, x0_MT, logp0_MT, True))
-  score_M = (logp_MT * inside_MT).sum(-1) / lengths_M
-  best_B = jnp.argmax(score_M.reshape(B, G), axis=-1)
-  pick = lambda a: a.reshape(B, G, *a.shape[1:])[jnp.arange(B), best_B]
-  return {"tokens": pick(x_MT), "lengths": pick(lengths_M), "steps": steps}
 
 
 def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
@@ -132,9 +54,7 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
   return jax.lax.fori_loop(0, T, body, state)[0]
 
 
-def length_penalty_factor(length: Array, alpha: float) -> Array:
-  """lp(n) = ((5 + n) / 6) ** alpha, the GNMT length normalization."""
-  return ((5.0 + length) / 6.0) ** alpha
+length_penalty_factor = gnmt_penalty  # lp(n) = ((5 + n) / 6) ** alpha, GNMT
 
 
 @struct.dataclass

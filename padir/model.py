@@ -240,15 +240,29 @@ class DecoderLayer(nnx.Module):
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
   def __call__(
-    self, x_BTD: Array, pos_BTD: Array, enc_BSD: Array, mask_BTT: Array, mask_BTS: Array
+    self,
+    x_BTD: Array,
+    pos_BTD: Array,
+    enc_BSD: Array | None,
+    mask_BTT: Array,
+    mask_BTS: Array,
+    fixed: LayerFixed | None = None,
   ) -> Array:
+    """fixed: this layer's cross-attention keys and values already projected (then enc_BSD is
+    not read); None projects enc_BSD here."""
     h_BTD = self.norm_self(x_BTD)
     x_BTD = x_BTD + self.dropout(self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT))
     if self.positional_attention is not None:
       h_BTD = self.norm_positional(x_BTD)
       x_BTD = x_BTD + self.dropout(self.positional_attention(pos_BTD, pos_BTD, h_BTD, mask_BTT))
     h_BTD = self.norm_cross(x_BTD)
-    x_BTD = x_BTD + self.dropout(self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS))
+    if fixed is None:
+      cross_BTD = self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS)
+    else:
+      cross_BTD = self.cross_attention.attend(
+        h_BTD, fixed.cross_k_MNSH, fixed.cross_v_MNSH, mask_BTS
+      )
+    x_BTD = x_BTD + self.dropout(cross_BTD)
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
 
   def step(
@@ -348,12 +362,20 @@ class Transformer(nnx.Module):
     """[B, max_target_length + 1]: logits over the target length (EOS included), float32."""
     return self.length_head(enc_BSD[:, 0].astype(jnp.float32))
 
-  def decode(self, hyp_BT: Array, enc_BSD: Array, enc_mask_BS: Array) -> Array:
+  def decode(
+    self,
+    hyp_BT: Array,
+    enc_BSD: Array | None,
+    enc_mask_BS: Array,
+    fixed: tuple[LayerFixed, ...] | None = None,
+  ) -> Array:
     """One decoder pass -> logits [B, T, V].
 
     nar: hyp is the current hypothesis, PAD beyond its length; every position sees every
     non-PAD position. ar: hyp is [BOS] + target[:-1]; position t sees positions <= t.
     The logits are float32, [B, T, padded_vocab_size] (NEG_INF past vocab_size).
+    fixed: project_encoder's cross-attention keys and values of these B rows, computed once
+    for several passes (PaDIR refinement); then enc_BSD may be None.
     """
     T = hyp_BT.shape[1]
     pos_TD = self.target_pos_TD[...][:T]
@@ -366,9 +388,21 @@ class Transformer(nnx.Module):
     mask_BTS = jnp.broadcast_to(enc_mask_BS[:, None, :], (hyp_BT.shape[0], T, enc_mask_BS.shape[1]))
     x_BTD = self._embed(hyp_BT, pos_TD)
     pos_BTD = jnp.broadcast_to(pos_TD[None], x_BTD.shape)
-    for layer in self.decoder_layers:
-      x_BTD = layer(x_BTD, pos_BTD, enc_BSD, mask_BTT, mask_BTS)
+    fixed = fixed or (None,) * len(self.decoder_layers)
+    for layer, f in zip(self.decoder_layers, fixed):
+      x_BTD = layer(x_BTD, pos_BTD, enc_BSD, mask_BTT, mask_BTS, f)
     return self._logits(self.decoder_norm(x_BTD))
+
+  def project_encoder(self, enc_MSD: Array) -> tuple[LayerFixed, ...]:
+    """Per decoder layer, the cross-attention keys and values of the encoder states (the
+    positional keys left None): projected once, read by every decoder pass or step."""
+    return tuple(
+      LayerFixed(
+        cross_k_MNSH=layer.cross_attention.keys(enc_MSD),
+        cross_v_MNSH=layer.cross_attention.values(enc_MSD),
+      )
+      for layer in self.decoder_layers
+    )
 
   def _logits(self, h_xD: Array) -> Array:
     """The output layer: tied to the embeddings, scaled by 1 / sqrt(d_model), float32; with
@@ -396,7 +430,7 @@ class Transformer(nnx.Module):
     zeros_MNTH = jnp.zeros((M, N, max_len, H), enc_MSD.dtype)
     pos_TD = self.target_pos_TD[...][:max_len]
     prefix, fixed = [], []
-    for layer in self.decoder_layers:
+    for layer, cross in zip(self.decoder_layers, self.project_encoder(enc_MSD)):
       positional = layer.positional_attention is not None
       prefix.append(
         LayerPrefix(
@@ -406,10 +440,8 @@ class Transformer(nnx.Module):
         )
       )
       fixed.append(
-        LayerFixed(
-          cross_k_MNSH=layer.cross_attention.keys(enc_MSD),
-          cross_v_MNSH=layer.cross_attention.values(enc_MSD),
-          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None,
+        cross.replace(
+          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None
         )
       )
     return KVCache(prefix=tuple(prefix), fixed=tuple(fixed), enc_mask_M1S=enc_mask_MS[:, None, :])

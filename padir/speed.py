@@ -8,9 +8,10 @@ to the model's max_source_length (one shape: one compilation) and reports
 - latency at batch 1: one call per sentence, each timed alone (wall clock, device synchronized);
   p50 and p99 over the sentences, in milliseconds;
 - throughput at batch 64: sentences per second over full batches after a warm-up call;
-- decoder passes per sentence (mean at batch 1): refinement passes run (early stopping
-  included), tokens decoded by beam search, max_target_length for greedy (our greedy_ar runs a
-  fixed-length loop);
+- decoder passes per sentence (mean at batch 1): the refinement passes of the chosen candidate
+  (early stopping included; every candidate of a source is decoded in the same passes), tokens
+  decoded by beam search, max_target_length for greedy (our greedy_ar runs a fixed-length
+  loop);
 - peak memory: the process's peak resident set so far (ru_maxrss; monotone, so a later decoder
   shows the peak of everything before it) and, where the device reports it, the device's peak
   bytes in use.
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from padir import decode
+from padir import decode, refinement
 from padir import model as model_lib
 
 THROUGHPUT_BATCH = 64
@@ -37,14 +38,18 @@ THROUGHPUT_BATCH = 64
 
 @dataclasses.dataclass(frozen=True)
 class Decoder:
-  """One decoding method: kind "padir" (refine), "greedy" or "beam" (AR models)."""
+  """One decoding method: kind "padir" (padir.refinement with `options`, default the paper's),
+  "greedy" or "beam" (AR models, beam_size beams)."""
 
   name: str
   kind: str
-  num_steps: int = 4
-  num_lengths: int = 5
-  remask_stutter: bool = True  # PaDIR: the paper's stutter re-masking between passes
+  options: refinement.RefineOptions = refinement.RefineOptions()
   beam_size: int = 5
+
+  @property
+  def hypotheses(self) -> int:
+    """Hypotheses decoded per source: PaDIR candidates, beams, 1 for greedy."""
+    return {"padir": self.options.num_candidates, "beam": self.beam_size}.get(self.kind, 1)
 
   def check(self, model: model_lib.Transformer) -> None:
     wanted = "nar" if self.kind == "padir" else "ar"
@@ -57,17 +62,9 @@ class Decoder:
       )
 
 
-@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths", "remask_stutter"))
-def _refine(model, inputs_BS, key, num_steps, num_lengths, remask_stutter):
-  out = decode.refine(
-    model,
-    inputs_BS,
-    key,
-    num_steps=num_steps,
-    num_lengths=num_lengths,
-    remask_stutter=remask_stutter,
-  )
-  return out["tokens"], out["steps"]
+def _refine(model, inputs_BS, key, options):
+  out = refinement.refine_jit(model, inputs_BS, key, options)
+  return out["tokens"], out["passes"].mean()
 
 
 @nnx.jit
@@ -82,12 +79,11 @@ def _beam(model, inputs_BS, beam_size):
 
 
 def decode_fn(model: model_lib.Transformer, decoder: Decoder) -> Callable[..., tuple[Any, Any]]:
-  """(inputs_BS, key) -> (tokens_BT, decoder passes), jitted, for this model and method."""
+  """(inputs_BS, key) -> (tokens_BT, decoder passes per source), jitted, for this model and
+  method. PaDIR tokens are the output after the options' stutter drop."""
   decoder.check(model)
   if decoder.kind == "padir":
-    return lambda x, key: _refine(
-      model, x, key, decoder.num_steps, decoder.num_lengths, decoder.remask_stutter
-    )
+    return lambda x, key: _refine(model, x, key, decoder.options)
   if decoder.kind == "greedy":
     return lambda x, key: _greedy(model, x)
   return lambda x, key: _beam(model, x, decoder.beam_size)
@@ -127,7 +123,7 @@ def measure(
   for n in range(len(sources_PS)):
     t, (_, steps) = _timed(fn, jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n))
     times.append(t)
-    passes.append(int(steps))
+    passes.append(float(steps))
   rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
   batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
   batch_compile_s = _timed(fn, batches[0], key)[0] if throughput_batch > 1 else 0.0
@@ -194,7 +190,7 @@ TABLE_HEADER = [
 
 def standard_decoders(passes: Sequence[int] = (4, 10)) -> list[Decoder]:
   """The issue's set: PaDIR with 4 and 10 passes (5 lengths), AR greedy and beam 5."""
-  return [Decoder(f"padir-{p}", "padir", num_steps=p) for p in passes] + [
+  return [Decoder(f"padir-{p}", "padir", refinement.RefineOptions(num_steps=p)) for p in passes] + [
     Decoder("ar-greedy", "greedy"),
     Decoder("ar-beam5", "beam", beam_size=5),
   ]

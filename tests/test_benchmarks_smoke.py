@@ -34,6 +34,22 @@ def test_ising_throughput_quick_runs_and_prints_ratios():
   assert "FAILED" not in out and "thrml    sweep" not in out
 
 
+def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / "benchmarks" / "rectangle.py"), "--tiny"],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert re.search(r"ratio ours/torch \d+\.\dx", out), out
+  gap = float(re.search(r"max \|dR ours - dR torch\| = (\S+)", out).group(1))
+  assert gap < 1e-4, out  # the same weights give the same dR (float32)
+  assert "peak RSS" in out
+
+
 def test_padir_speed_tiny_runs_and_prints_ratios():
   proc = subprocess.run(
     [sys.executable, str(ROOT / "benchmarks" / "padir_speed.py"), "--tiny"],
@@ -44,7 +60,7 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
-  assert re.search(r"\| padir-4 \| \d+ \| [\d.]+ \| [\d.]+ \|", out), out
+  assert re.search(r"\| padir-4 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out), out
   for name in ("padir-4", "ar-greedy"):
     assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
   assert re.search(r"ratio vs ar-greedy\s+ar-greedy\s+p50 1\.00x\s+p99 1\.00x", out), out

@@ -47,6 +47,7 @@ VALID = {
   ("seed", "0"): "the first seed",
   ("top_k", "0"): "0 = no top-k truncation",
   ("max_sentences", "0"): "0 = every held-out sentence",
+  ("max_passages", "0"): "0 = every passage",
   ("warmup_steps", "0"): "no warmup",
   ("train.warmup_steps", "0"): "no warmup",
   ("weight_decay", "0"): "no weight decay",
@@ -60,6 +61,12 @@ VALID = {
   ("mesh.data", "0"): "0 = one device",
   ("mesh.data", "-1"): "-1 = every device the model axis leaves",
   ("random_models", "0"): "no random-model check",
+  ("drift.seed", "0"): "the first seed",
+  ("influence.seed", "0"): "the first seed",
+  ("drift.k", "0"): "no copy of the token: the drift into the basin from outside",
+  ("influence.num_changed", "0"): "base contexts all equal to the seed",
+  ("influence.num_changed", "-1"): "-1 = max(1, n // 4) sites changed per base context",
+  ("influence.num_rectangles", "0"): "0 = no rectangles on the seed sentence",
   ("model.num_encoder_layers", "0"): "an encoder of embeddings only (an ablation)",
   ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
   # Real numbers without a sign constraint.
@@ -67,6 +74,9 @@ VALID = {
   ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
   ("ising_mple_asymptotics:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
   ("decode.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  ("length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
+  ("step", "0"): "0 = the run's latest checkpoint",
+  ("output", repr(NONSENSE)): "a file the translations are written to",
   ("distill.length_penalty", "-1.0"): "a penalty < 0 favours short hypotheses",
   # Free text and names resolved when used (a typo there is reported with the name).
   ("model", repr(NONSENSE)): "a Hugging Face id, looked up when the run loads it",
@@ -77,6 +87,9 @@ VALID = {
   ("init_text", "('nonsense',)"): "a list of starting texts",
   ("text_x", repr(NONSENSE)): "a passage",
   ("text_y", repr(NONSENSE)): "a passage",
+  ("drift.base_text", repr(NONSENSE)): "any text (the sites the basin token leaves)",
+  ("drift.token", repr(NONSENSE)): "checked against the tokenizer (one token) when it loads",
+  ("margins.texts", "('nonsense',)"): "any texts",
   ("data.corpus_dir", repr(NONSENSE)): "a directory (padir.bible fills it when prepare_bible)",
   ("data.source_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
   ("data.target_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
@@ -105,6 +118,12 @@ def base_config(name: str, tmp_path: Path) -> ml_collections.ConfigDict:
   """The shipped config; a data file that is only on a set-up machine is replaced by a temp
   file so that the other keys can be checked."""
   config = importlib.import_module(f"configs.{name}").get_config()
+  if "checkpoint" in config:  # a translation config: a run directory as train.py leaves it
+    run = tmp_path / "trained"
+    (run / "checkpoints" / "1").mkdir(parents=True, exist_ok=True)
+    trained = importlib.import_module("configs.padir_bible_en_es").get_config()
+    (run / "config.json").write_text(trained.to_json(), encoding="utf-8")
+    config.checkpoint = str(run)
   if "data" in config and "path" in config.data and config.data.path != "english":
     text = tmp_path / "lines.txt"
     text.write_text("a first line of text for the test\n", encoding="utf-8")

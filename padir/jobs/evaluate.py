@@ -1,14 +1,14 @@
 """`python sample.py --config configs/padir_eval.py --config.checkpoints=DIR1,DIR2 --workdir DIR`.
 
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
-- quality of each decoder (PaDIR: each of padir_passes with num_lengths candidates, stutter
-  dropped after the last pass as the paper does; AR: greedy and beam_size beams): SacreBLEU and
+- quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
+  num_lengths candidates, stutter reset and dropped as the paper does; AR: greedy and
+  beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size;
 - for PaDIR, the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
-  decoder's outputs, decoded again without stutter re-masking, over the first
-  attention_sentences.
+  decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
 Each checkpoint is one resumable cell (cells/); results.json holds them all, report.md renders
 them (Table L.1 format, the two attention tables, figures).
 """
@@ -26,7 +26,7 @@ import numpy as np
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import RunDir, markdown_table
-from padir import attention, data, decode, evaluate, metrics, restore, speed
+from padir import attention, data, evaluate, metrics, refinement, restore, speed
 
 ENTRY_POINT = "sample.py"
 SPLITS = ("test", "valid")
@@ -73,7 +73,9 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
 def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder]:
   if kind == "nar":
     return [
-      speed.Decoder(f"padir-{p}", "padir", num_steps=p, num_lengths=config.num_lengths)
+      speed.Decoder(
+        f"padir-{p}", "padir", refinement.RefineOptions(num_steps=p, num_lengths=config.num_lengths)
+      )
       for p in config.padir_passes
     ]
   return [
@@ -91,15 +93,15 @@ def _batches(inputs_PS: np.ndarray, batch_size: int):
 
 
 def translate(
-  fn, inputs_PS: np.ndarray, tok, batch_size: int, key: jax.Array, drop_stutter: bool
+  fn, inputs_PS: np.ndarray, tok, batch_size: int, key: jax.Array
 ) -> tuple[list[str], float]:
   """Hypotheses and the mean number of decoder passes."""
   hyps, passes = [], []
   for start, n, x_BS in _batches(inputs_PS, batch_size):
     tokens_BT, steps = fn(x_BS, jax.random.fold_in(key, start))
     tokens_BT = np.asarray(tokens_BT)[:n]
-    passes += [int(steps)] * n
-    hyps += [tok.decode(decode.drop_stutter(t) if drop_stutter else t) for t in tokens_BT]
+    passes += [float(steps)] * n
+    hyps += [tok.decode(t) for t in tokens_BT]
   return hyps, float(np.mean(passes))
 
 
@@ -116,7 +118,7 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
   rows, attention_stats = [], None
   for i, dec in enumerate(decoders(config, kind)):
     fn = speed.decode_fn(model, dec)
-    hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key, drop_stutter=kind == "nar")
+    hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     bleu = metrics.bleu(hyps, references, d.target_lang)
     chrf = metrics.chrf(hyps, references)
     timing = speed.measure(
@@ -130,9 +132,7 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
     rows.append(
       {
         "decoder": dec.name,
-        "hypotheses": dec.num_lengths
-        if kind == "nar"
-        else (dec.beam_size if dec.kind == "beam" else 1),
+        "hypotheses": dec.hypotheses,
         "passes": passes,
         "bleu": bleu.score,
         "bleu_signature": bleu.signature,
@@ -161,9 +161,10 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
 
 def analyse_attention(model, decoder, inputs_PS, config, key) -> dict[str, Any]:
   """padir.attention's statistics of the first attention_sentences outputs of `decoder` run
-  without stutter re-masking: a re-masked position holds [MASK] (or, after the decoding
-  rewrite, a noise token), not the stutter the analysis is about."""
-  fn = speed.decode_fn(model, dataclasses.replace(decoder, remask_stutter=False))
+  with stutter kept (options stutter="keep", drop="none"): the paper's rule resets a stutter
+  to its noise token and drops it, leaving no stutter for the analysis to find."""
+  options = dataclasses.replace(decoder.options, stutter="keep", drop="none")
+  fn = speed.decode_fn(model, dataclasses.replace(decoder, options=options))
   parts = []
   for start, m, x_BS in _batches(inputs_PS[: config.attention_sentences], config.batch_size):
     y_BT, _ = fn(x_BS, jax.random.fold_in(key, start))

@@ -4,11 +4,11 @@ nothing in its output."""
 
 import jax.numpy as jnp
 import numpy as np
+import padir_util
 import pytest
 from flax import nnx
 
 from padir import attention
-from padir import model as model_lib
 from padir import tokenizer as tok_lib
 
 EOS, PAD = tok_lib.EOS_ID, tok_lib.PAD_ID
@@ -93,18 +93,7 @@ def test_hand_made_extremes():
 
 
 def test_sown_weights_are_the_attention_distributions_and_change_nothing():
-  cfg = model_lib.ModelConfig(
-    vocab_size=20,
-    max_source_length=8,
-    max_target_length=8,
-    num_encoder_layers=1,
-    num_decoder_layers=2,
-    num_heads=2,
-    d_model=8,
-    d_ff=16,
-    dropout_rate=0.0,
-  )
-  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
+  model = padir_util.tiny_model(max_source_length=8, max_target_length=8, num_decoder_layers=2)
   inputs = jnp.array([[7, 8, 9, EOS, PAD, PAD], [10, 11, EOS, PAD, PAD, PAD]])
   hyp = jnp.array([[7, 7, 9, 10, EOS, PAD, PAD], [12, 13, 13, EOS, PAD, PAD, PAD]])
   forward = nnx.jit(lambda m: m.decode(hyp, *m.encode(inputs)))

@@ -11,6 +11,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import padir_util
 import pytest
 from flax import nnx
 
@@ -25,21 +26,9 @@ CONTINUE = [v for v in PREDICTABLE if v != tok_lib.EOS_ID]
 
 
 def _model(max_target_length: int, seed: int = 0) -> model_lib.Transformer:
-  cfg = model_lib.ModelConfig(
-    vocab_size=V,
-    max_source_length=5,
-    max_target_length=max_target_length,
-    num_encoder_layers=1,
-    num_decoder_layers=1,
-    num_heads=2,
-    d_model=16,
-    d_ff=16,
-    dropout_rate=0.0,
-    decoder="ar",
+  return padir_util.tiny_model(
+    "ar", seed, vocab_size=V, max_source_length=5, max_target_length=max_target_length
   )
-  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(seed))
-  model.eval()
-  return model
 
 
 @functools.partial(nnx.jit, static_argnames=("beam_size", "max_len", "length_penalty"))

@@ -2,6 +2,7 @@
 
 import jax.numpy as jnp
 import numpy as np
+import padir_util
 from flax import nnx
 
 from padir import model as model_lib
@@ -33,19 +34,7 @@ def test_positional_attention_is_one_attention_block_per_decoder_layer():
 
 def _dependency(decoder: str) -> np.ndarray:
   """dep[t, u]: does the output at position t change when the input token at u changes?"""
-  cfg = model_lib.ModelConfig(
-    vocab_size=30,
-    max_source_length=4,
-    max_target_length=5,
-    num_encoder_layers=1,
-    num_decoder_layers=1,
-    num_heads=2,
-    d_model=16,
-    d_ff=16,
-    dropout_rate=0.0,
-    decoder=decoder,
-  )
-  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
+  model = padir_util.tiny_model(decoder, vocab_size=30, max_source_length=4, max_target_length=5)
   inputs = jnp.array([[7, 8, 9, 1]])
   hyp = jnp.array([[10, 11, 12, 13, 14]])
 

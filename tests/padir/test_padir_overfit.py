@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
-from padir import decode, losses
+from padir import losses, refinement
 from padir import model as model_lib
 from padir import tokenizer as tok_lib
 
@@ -26,7 +27,10 @@ def _corpus() -> tuple[np.ndarray, np.ndarray]:
   return src, tgt
 
 
-def test_nar_refinement_from_random_tokens_reproduces_memorized_targets():
+@pytest.fixture(scope="module")
+def memorized():
+  """(model, sources, targets, tokens the untrained model refines to): 150 Adam steps on 8
+  pairs."""
   src, tgt = _corpus()
   cfg = model_lib.ModelConfig(
     vocab_size=V,
@@ -48,18 +52,42 @@ def test_nar_refinement_from_random_tokens_reproduces_memorized_targets():
     grads = nnx.grad(lambda m: losses.padir_loss(m, batch, key, num_stages=2)[0])(model)
     optimizer.update(model, grads)
 
-  @nnx.jit
-  def refine(model, key):
-    return decode.refine(model, batch["inputs"], key, num_steps=4, num_lengths=2)
-
-  # Before training, refinement does not produce the targets.
   model.eval()
-  assert not (np.asarray(refine(model, jax.random.key(1))["tokens"]) == tgt).all()
+  untrained = refinement.refine_jit(model, batch["inputs"], jax.random.key(1), KEEP)["tokens"]
   model.train()
   for k in jax.random.split(jax.random.key(0), 150):
     train_step(model, optimizer, k)
   model.eval()
+  return model, batch["inputs"], tgt, untrained
+
+
+# The targets hold legitimate repeats (token maps collide): the stutter rule would remove them.
+KEEP = refinement.RefineOptions(num_steps=4, num_lengths=2, stutter="keep", drop="reset")
+
+
+def test_nar_refinement_from_random_tokens_reproduces_memorized_targets(memorized):
+  model, src, tgt, untrained = memorized
+  assert not (np.asarray(untrained) == tgt).all()  # before training, refinement does not
   for seed in (1, 2):  # different random initial hypotheses
-    out = refine(model, jax.random.key(seed))
+    out = refinement.refine_jit(model, src, jax.random.key(seed), KEEP)
     np.testing.assert_array_equal(np.asarray(out["lengths"]), (tgt != 0).sum(1))
     np.testing.assert_array_equal(np.asarray(out["tokens"]), tgt)
+
+
+@pytest.mark.parametrize("remask", ["none", "confidence"])
+def test_the_papers_rules_drop_repeats_and_tokens_equal_to_their_noise(memorized, remask):
+  """Default options (stutter reset to the noise, positions still at their noise dropped), with
+  and without Mask-Predict re-noising: the memorised target less its adjacent repeats and the
+  positions whose target token equals the chosen candidate's noise token."""
+  model, src, tgt, _ = memorized
+  options = refinement.RefineOptions(num_lengths=2, remask=remask)
+  out = refinement.refine_jit(model, src, jax.random.key(3), options)
+  tokens, noise = np.asarray(out["tokens"]), np.asarray(out["noise"])
+  for b in range(len(tgt)):
+    n = int((tgt[b] != 0).sum())
+    kept = [
+      int(t)
+      for i, t in enumerate(tgt[b, :n])
+      if not (i > 0 and t == tgt[b, i - 1]) and t != noise[b, i]
+    ]
+    np.testing.assert_array_equal(tokens[b], kept + [0] * (L - len(kept)))

@@ -1,0 +1,50 @@
+"""Translate with a trained PaDIR or AR checkpoint: stdin (or a file) to stdout, line by line.
+
+    python sample.py --config configs/padir_translate.py --workdir runs/translate \
+      --config.checkpoint=runs/padir_bible_en_es --config.output=hypotheses.es < sources.en
+
+(`sample.py` runs the job padir.jobs.translate.) An AR checkpoint decodes greedily, or by beam
+search with --config.beam_size=5; a PaDIR checkpoint refines with the options below, whose
+defaults are the paper's (the authors' released decoder). Empty or over-long lines get a
+message on stderr naming the line and an empty output line. Result: one output line per input
+line (to stdout without --config.output, where sample.py's closing "Run directory" line
+follows them); runs/translate/results.json counts them and lists the skipped ones.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.job = "padir.jobs.translate"
+  config.checkpoint = ""  # a training run directory (train.py's --workdir): required
+  config.step = 0  # its checkpoint at this step; 0 = the latest
+  config.input = ""  # a UTF-8 text file, one source per line; "" = stdin
+  config.output = ""  # where the translations go; "" = stdout
+  config.batch_size = 32
+  config.seed = 0  # line i decodes with fold_in(key(seed), i)
+  config.progress_bar = True  # tqdm on stderr
+
+  # AR checkpoints.
+  config.beam_size = 1  # 1 = greedy; the paper's AR baselines use 5
+  config.length_penalty = 0.6  # beam score / ((5 + n) / 6) ** length_penalty
+
+  # PaDIR checkpoints: padir.refinement.RefineOptions (defaults: the paper's decoder).
+  config.num_steps = 4  # decoder passes at most
+  config.num_lengths = 5  # top-k predicted lengths
+  config.length_offsets = 1  # odd: lengths n-o .. n+o around each (the reference's beam_length)
+  config.num_starts = 1  # independent random starts per length
+  config.init = "random"  # noise of the initial hypothesis: "random" tokens or "mask"
+  config.stutter = "initial"  # reset a repeat to its initial noise token; "mask"; "keep"
+  config.drop = "initial"  # drop positions still at their noise token; "reset"; "none"
+  config.score = "sum"  # rank candidates by summed token log-probability; "mean"
+  config.brevity_alpha = 0.0  # GNMT brevity penalty exponent; 0 = off
+  config.early_stop = True  # stop a hypothesis when a pass changes nothing
+  config.cache_cross = True  # project cross-attention keys / values once for all passes
+  config.remask = "none"  # "confidence": Mask-Predict re-noising on a linear schedule
+  config.temperature = 0.0  # > 0: sampled refinement (gmlm.core.draws)
+  config.top_k = 0  # sampling truncation; 0 = off
+  config.top_p = 1.0  # nucleus truncation; 1 = off
+  config.rerank = "none"  # "ar": rerank candidates by an AR model's log-probability
+  config.rerank_checkpoint = ""  # the AR run for rerank="ar" (same vocabulary)
+  return config

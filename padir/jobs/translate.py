@@ -1,0 +1,256 @@
+"""`python sample.py --config configs/padir_translate.py --config.checkpoint=DIR --workdir W`:
+translates stdin (or --config.input=PATH) line by line, in batches, to stdout (or
+--config.output=PATH), one output line per input line, with a progress bar on stderr.
+
+An AR checkpoint decodes greedily (beam_size=1) or by beam search; a PaDIR checkpoint refines
+(padir.refinement, the config's options; defaults the paper's). An empty line, or one longer
+than the model's maximum source length, gets a message on stderr naming its line number and an
+empty output line; the others still translate. A missing checkpoint, or a run directory that
+is not a PaDIR / AR training run, is refused in one line before anything is loaded. Line i
+decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
+W/results.json counts the lines and lists the skipped ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from gmlm import checks
+from gmlm.runs import RunDir
+from padir import decode, refinement, restore
+from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
+
+ENTRY_POINT = "sample.py"
+TRAINING_JOBS = ("padir.jobs.train", "padir.jobs.distill")
+OPTION_KEYS = tuple(f.name for f in dataclasses.fields(refinement.RefineOptions))
+
+
+def _check_bool(config: Any, key: str) -> None:
+  v = checks.get(config, key)
+  checks.check(isinstance(v, bool), key, v, "must be True or False")
+
+
+def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collections.ConfigDict:
+  """The training config of the run directory at config[key] (read from its JSON, nothing
+  loaded): a PaDIR / AR training run with at least one checkpoint (of `decoder` if given)."""
+  path = checks.get(config, key)
+  checks.check(
+    isinstance(path, str) and os.path.isfile(os.path.join(path, "config.json")),
+    key,
+    path,
+    "must be a training run directory (train.py writes config.json and checkpoints/ there)",
+  )
+  try:
+    trained = restore.trained_config(path)
+  except ValueError:
+    checks.check(False, key, path, "its config.json is not valid JSON; point to a training run")
+  job = trained.get("job")
+  checks.check(
+    job in TRAINING_JOBS,
+    key,
+    path,
+    f"is a run of {job!r}, not a PaDIR / AR training run ({' or '.join(TRAINING_JOBS)})",
+  )
+  ckpt_dir = os.path.join(path, restore.CHECKPOINTS)
+  steps = [d for d in os.listdir(ckpt_dir) if d.isdigit()] if os.path.isdir(ckpt_dir) else []
+  checks.check(bool(steps), key, path, f"has no checkpoint in {ckpt_dir}: train it first")
+  kind = trained.get("model", {}).get("decoder")
+  if decoder is not None:
+    checks.check(kind == decoder, key, path, f"is a {kind!r} model; this key needs {decoder!r}")
+  return trained
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  trained = check_run(config, "checkpoint")
+  checks.check_int(config, "step", lo=0)
+  source = checks.get(config, "input")
+  checks.check(isinstance(source, str), "input", source, "must be '' (stdin) or a file path")
+  checks.check_file(config, "input", optional=True)
+  output = checks.get(config, "output")
+  checks.check(
+    isinstance(output, str) and (not output or os.path.isdir(os.path.dirname(output) or ".")),
+    "output",
+    output,
+    "must be '' (stdout) or a file path in an existing directory",
+  )
+  checks.check_int(config, "batch_size", lo=1)
+  checks.check_int(config, "seed", lo=0)
+  _check_bool(config, "progress_bar")
+  checks.check_int(config, "beam_size", lo=1)
+  checks.check_float(config, "length_penalty")
+  max_len = trained.data.max_target_length
+  checks.check_int(config, "num_steps", lo=1)
+  checks.check_int(config, "num_lengths", lo=1, hi=max_len)
+  offsets = checks.check_int(config, "length_offsets", lo=1, hi=2 * max_len + 1)
+  checks.check(offsets % 2 == 1, "length_offsets", offsets, "must be odd (centred on n)")
+  checks.check_int(config, "num_starts", lo=1)
+  checks.check_choice(config, "init", refinement.INITS)
+  checks.check_choice(config, "stutter", refinement.STUTTERS)
+  checks.check_choice(config, "drop", refinement.DROPS)
+  checks.check_choice(config, "score", refinement.SCORES)
+  checks.check_float(config, "brevity_alpha", lo=0)
+  _check_bool(config, "early_stop")
+  _check_bool(config, "cache_cross")
+  checks.check_choice(config, "remask", refinement.REMASKS)
+  checks.check_float(config, "temperature", lo=0, inf_ok=True)
+  checks.check_int(config, "top_k", lo=0)
+  checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
+  rerank = checks.check_choice(config, "rerank", refinement.RERANKS)
+  rerank_checkpoint = checks.get(config, "rerank_checkpoint")
+  if rerank_checkpoint != "":
+    check_run(config, "rerank_checkpoint", decoder="ar")
+  checks.check(
+    rerank == "none" or bool(rerank_checkpoint),
+    "rerank",
+    rerank,
+    "'ar' needs config.rerank_checkpoint (an AR run with the same vocabulary)",
+  )
+
+
+def options(config: ml_collections.ConfigDict) -> refinement.RefineOptions:
+  """The RefineOptions the config sets (one key per field)."""
+  return refinement.RefineOptions(**{k: config[k] for k in OPTION_KEYS})
+
+
+@functools.partial(nnx.jit, static_argnames=("beam_size", "length_penalty"))
+def _decode_ar(model, inputs_BS, beam_size, length_penalty):
+  if beam_size == 1:
+    return decode.greedy_ar(model, inputs_BS)
+  return decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)["tokens"]
+
+
+def check_line(tok: tokenizer_lib.Tokenizer, text: str, max_len: int) -> tuple[list[int], str]:
+  """(EOS-terminated ids, "") for a translatable line, or ([], why it is not)."""
+  if not text.strip():
+    return [], "empty line; nothing to translate"
+  ids = tok.encode(text) + [tokenizer_lib.EOS_ID]
+  if len(ids) > max_len:
+    return [], (
+      f"{len(ids)} tokens (EOS included) exceed the model's maximum source length {max_len}; "
+      "split the line"
+    )
+  return ids, ""
+
+
+def translate_lines(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  lines: list[str],
+  config: ml_collections.ConfigDict,
+  out: TextIO,
+  ar_model: model_lib.Transformer | None = None,
+) -> list[dict[str, Any]]:
+  """Writes one line per input line to out (empty for a skipped one); returns the skipped
+  lines ({"line": 1-based number, "reason"}), each also reported on stderr."""
+  from tqdm import tqdm
+
+  L, Bt = model.cfg.max_source_length, config.batch_size
+  opts = options(config)
+  key = jax.random.key(config.seed)
+  skipped: list[dict[str, Any]] = []
+  bar = tqdm(
+    total=len(lines), file=sys.stderr, unit="line", disable=not config.progress_bar, leave=False
+  )
+  for start in range(0, len(lines), Bt):
+    chunk = lines[start : start + Bt]
+    ids, rows = [], []
+    for i, text in enumerate(chunk, start=start):
+      line_ids, why = check_line(tok, text, L)
+      if why:
+        skipped.append({"line": i + 1, "reason": why})
+        bar.write(f"line {i + 1}: {why} (its output line is left empty)", file=sys.stderr)
+      else:
+        ids.append(line_ids)
+        rows.append(i)
+    outputs = {}
+    if rows:
+      inputs_BS = np.full((Bt, L), tokenizer_lib.PAD_ID, np.int32)
+      numbers = np.full((Bt,), rows[-1], np.int32)  # a short batch repeats its last line
+      for b, (i, line_ids) in enumerate(zip(rows, ids)):
+        inputs_BS[b, : len(line_ids)], numbers[b] = line_ids, i
+      for b in range(len(rows), Bt):
+        inputs_BS[b] = inputs_BS[len(rows) - 1]
+      if model.cfg.decoder == "ar":
+        tokens_BT = _decode_ar(
+          model, jnp.asarray(inputs_BS), config.beam_size, config.length_penalty
+        )
+      else:
+        keys_B = jax.vmap(lambda n: jax.random.fold_in(key, n))(jnp.asarray(numbers))
+        tokens_BT = refinement.refine_jit(model, jnp.asarray(inputs_BS), keys_B, opts, ar_model)[
+          "tokens"
+        ]
+      tokens_BT = np.asarray(tokens_BT)
+      outputs = {i: tok.decode(tokens_BT[b]) for b, i in enumerate(rows)}
+    for i in range(start, start + len(chunk)):
+      out.write(outputs.get(i, "") + "\n")
+    out.flush()
+    bar.update(len(chunk))
+  bar.close()
+  return skipped
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  rd = RunDir(workdir, config)
+  try:
+    model, tok, _ = restore.load_model(config.checkpoint, config.step or None)
+    ar_model = None
+    if config.rerank == "ar" and model.cfg.decoder == "nar":
+      ar_model, ar_tok, _ = restore.load_model(config.rerank_checkpoint)
+      if ar_tok.vocab_size != tok.vocab_size or ar_model.cfg.vocab_size != model.cfg.vocab_size:
+        raise checks.ConfigError(
+          "rerank_checkpoint",
+          config.rerank_checkpoint,
+          f"its vocabulary ({ar_tok.vocab_size} pieces) is not the checkpoint's "
+          f"({tok.vocab_size}): the reranker must share the PaDIR model's vocabulary",
+        )
+    if config.input:
+      lines = checks.read_text(config.input).split("\n")
+      if lines and lines[-1] == "":
+        lines.pop()  # the file's final newline
+    else:
+      lines = sys.stdin.read().split("\n")
+      if lines and lines[-1] == "":
+        lines.pop()
+    start = time.perf_counter()
+    if config.output:
+      with open(config.output, "w", encoding="utf-8") as out:
+        skipped = translate_lines(model, tok, lines, config, out, ar_model)
+    else:
+      skipped = translate_lines(model, tok, lines, config, sys.stdout, ar_model)
+    results = {
+      "checkpoint": os.path.abspath(config.checkpoint),
+      "decoder": model.cfg.decoder,
+      "lines": len(lines),
+      "translated": len(lines) - len(skipped),
+      "skipped": skipped,
+      "seconds": time.perf_counter() - start,
+      "options": (
+        {"beam_size": config.beam_size, "length_penalty": config.length_penalty}
+        if model.cfg.decoder == "ar"
+        else dataclasses.asdict(options(config))
+      ),
+    }
+    rd.write_results(results)
+    rd.write_report(
+      "# Translation\n\n"
+      f"{results['translated']} of {results['lines']} lines of "
+      f"{config.input or 'stdin'} translated with {results['checkpoint']} "
+      f"({results['decoder']}) to {config.output or 'stdout'}; skipped: "
+      f"{json.dumps(skipped) if skipped else 'none'}.\n"
+    )
+    return results
+  finally:
+    rd.close()

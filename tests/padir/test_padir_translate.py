@@ -1,0 +1,97 @@
+"""padir.jobs.translate (configs/padir_translate.py) on a tiny hand-made checkpoint: good lines
+translate as line i decodes alone with key fold_in(key(seed), i); an empty and an over-long line
+get a message naming their line and an empty output line; bad checkpoints are refused first."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import padir_util
+import pytest
+from flax import nnx
+
+from configs import padir_bible_en_es, padir_translate
+from gmlm import cli, runs
+from gmlm.checkpoints import Checkpoints
+from gmlm.checks import ConfigError
+from padir import model as model_lib
+from padir import refinement, restore
+from padir import tokenizer as tok_lib
+
+L = 8  # maximum source and target length
+
+
+def make_run(directory, decoder: str = "nar", job: str = "padir.jobs.train") -> str:
+  """A training run directory as train.py leaves it: config.json, the vocabulary it names and
+  a checkpoint of a random tiny model."""
+  directory.mkdir(parents=True)
+  texts = [f"{a} {b}" for a, b in zip(padir_util.EN, padir_util.ES)] * 4
+  vocab = str(directory / "spm.model")
+  tok = tok_lib.train_tokenizer(texts, vocab, vocab_size=40)
+  c = padir_bible_en_es.get_config()
+  c.job = job
+  c.data.update(vocab_path=vocab, max_source_length=L, max_target_length=L)
+  c.model.update(
+    decoder=decoder, num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=16
+  )
+  (directory / "config.json").write_text(runs.dumps(c), encoding="utf-8")
+  model = model_lib.Transformer(
+    model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(0)
+  )
+  ckpt = Checkpoints(directory / restore.CHECKPOINTS)
+  ckpt.save(1, {"params": nnx.state(model, nnx.Param)})
+  ckpt.close()
+  return str(directory)
+
+
+def _config(checkpoint: str, **overrides) -> ml_collections.ConfigDict:
+  c = padir_translate.get_config()
+  c.update(checkpoint=checkpoint, progress_bar=False, **overrides)
+  return c
+
+
+def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_path, capsys):
+  ckpt = make_run(tmp_path / "padir")
+  lines = ["the man", "", "the king " * 20, "a woman"]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  config = _config(
+    ckpt, input=str(tmp_path / "in.txt"), output=str(tmp_path / "out.txt"), batch_size=4
+  )
+  results = cli.run(config, str(tmp_path / "work"), "sample.py")
+  err = capsys.readouterr().err
+  assert "line 2: empty line" in err and "line 3: " in err and "maximum source length 8" in err
+  out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+  assert len(out) == 5 and out[4] == "" and out[1] == out[2] == ""
+  assert [s["line"] for s in results["skipped"]] == [2, 3] and results["translated"] == 2
+  assert json.loads((tmp_path / "work" / "results.json").read_text())["lines"] == 4
+
+  # The good lines, decoded here as the job documents: line i with fold_in(key(seed), i).
+  model, tok, _ = restore.load_model(ckpt)
+  inputs = np.zeros((4, L), np.int32)
+  for b, text in enumerate([lines[0]] + [lines[3]] * 3):
+    ids = tok.encode(text) + [tok_lib.EOS_ID]
+    inputs[b, : len(ids)] = ids
+  keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(0), i))(jnp.array([0, 3, 3, 3]))
+  tokens = refinement.refine_jit(model, jnp.asarray(inputs), keys, refinement.RefineOptions())
+  assert [out[0], out[3]] == [tok.decode(np.asarray(tokens["tokens"][b])) for b in (0, 1)]
+
+
+def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
+  work = tmp_path / "work"
+  with pytest.raises(ConfigError, match="must be a training run directory"):
+    cli.prepare(_config(str(tmp_path / "nowhere")), str(work), "sample.py")
+  foreign = tmp_path / "glauber_run"
+  foreign.mkdir()
+  (foreign / "config.json").write_text(json.dumps({"job": "glauber.jobs.sample"}))
+  with pytest.raises(ConfigError, match="is a run of 'glauber.jobs.sample'"):
+    cli.prepare(_config(str(foreign)), str(work), "sample.py")
+  (foreign / "config.json").write_text(
+    json.dumps({"job": "padir.jobs.train", "model": {"decoder": "nar"}})
+  )
+  with pytest.raises(ConfigError, match="has no checkpoint"):
+    cli.prepare(_config(str(foreign)), str(work), "sample.py")
+  assert not work.exists()
