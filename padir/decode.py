@@ -34,24 +34,31 @@ Array = jax.Array
 
 
 def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
-  """Greedy decoding of the AR baseline: tokens [B, T], PAD after the first EOS."""
+  """Greedy decoding of the AR baseline: tokens [B, T], PAD after the first EOS. The loop ends
+  when every row has emitted its EOS (so a batch costs its longest output's decoder passes)."""
   B, T = inputs_BS.shape[0], model.cfg.max_target_length
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
 
-  def body(t, state):
-    out_BT, done_B, prev_B, cache = state
+  def body(state):
+    t, out_BT, done_B, prev_B, cache = state
     logits_BV, cache = model.decode_step(prev_B, t, cache)
     next_B = jnp.argmax(losses.ban_never_predicted(logits_BV), -1).astype(jnp.int32)
     next_B = jnp.where(done_B, tokenizer_lib.PAD_ID, next_B)
-    return (out_BT.at[:, t].set(next_B), done_B | (next_B == tokenizer_lib.EOS_ID), next_B, cache)
+    done_B = done_B | (next_B == tokenizer_lib.EOS_ID)
+    return (t + 1, out_BT.at[:, t].set(next_B), done_B, next_B, cache)
+
+  def running(state):  # stop once every row has its EOS: the rest would be PAD
+    t, _, done_B, _, _ = state
+    return (t < T) & ~jnp.all(done_B)
 
   state = (
+    jnp.asarray(0, jnp.int32),
     jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32),
     jnp.zeros((B,), bool),
     jnp.full((B,), tokenizer_lib.BOS_ID, jnp.int32),
     model.init_cache(enc_BSD, enc_mask_BS, T),
   )
-  return jax.lax.fori_loop(0, T, body, state)[0]
+  return jax.lax.while_loop(running, body, state)[1]
 
 
 length_penalty_factor = gnmt_penalty  # lp(n) = ((5 + n) / 6) ** alpha, GNMT

@@ -32,6 +32,7 @@ from flax import nnx
 
 from padir import decode, refinement
 from padir import model as model_lib
+from padir import tokenizer as tokenizer_lib
 
 THROUGHPUT_BATCH = 64
 
@@ -69,7 +70,9 @@ def _refine(model, inputs_BS, key, options):
 
 @nnx.jit
 def _greedy(model, inputs_BS):
-  return decode.greedy_ar(model, inputs_BS), jnp.int32(model.cfg.max_target_length)
+  """The decoder passes greedy decoding ran: up to the batch's last EOS (its loop stops there)."""
+  tokens_BT = decode.greedy_ar(model, inputs_BS)
+  return tokens_BT, jnp.max(jnp.sum(tokens_BT != tokenizer_lib.PAD_ID, axis=1))
 
 
 @functools.partial(nnx.jit, static_argnames=("beam_size",))
