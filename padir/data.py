@@ -10,7 +10,8 @@ seed and pads every batch to the maximum lengths (static shapes: one compilation
 `bucket_boundaries`, batches pairs of similar length and pads each batch only to its bucket's
 boundary (one compilation per bucket).
 With several processes (multi-host), each reads its rows of every global batch (`shard_index`,
-`shard_count`); the processes' rows of one step together form the same global batch.
+`shard_count`): contiguous slices which, concatenated in process order, are the global batch that
+one process would read, row for row.
 
 WMT (the paper's data, needs internet and tensorflow-datasets' downloads; not run here):
     import tensorflow_datasets as tfds
@@ -190,20 +191,22 @@ def _encode_padded(
   return out
 
 
-class _Encode(grain.transforms.Map):
-  def __init__(
-    self,
-    source,
-    tok: tokenizer_lib.Tokenizer,
-    keys: tuple[str, str],
-    max_source_length: int,
-    max_target_length: int,
-  ):
-    self.source, self.tok, self.keys = source, tok, keys
-    self.max_lengths = (max_source_length, max_target_length)
+def _encode_batch(
+  source, tok: tokenizer_lib.Tokenizer, keys: tuple[str, str], indices, lengths: tuple[int, int]
+) -> dict[str, np.ndarray]:
+  examples = [_encode_padded(source, tok, keys, i, lengths) for i in indices]
+  return {k: np.stack([e[k] for e in examples]) for k in ("inputs", "targets")}
 
-  def map(self, index: int) -> dict[str, np.ndarray]:
-    return _encode_padded(self.source, self.tok, self.keys, index, self.max_lengths)
+
+class _EncodeRows(grain.transforms.Map):
+  """A global batch of corpus indices -> this process's rows of it, tokenized and padded."""
+
+  def __init__(self, source, tok, keys, max_lengths: tuple[int, int], rows: slice):
+    self.source, self.tok, self.keys = source, tok, keys
+    self.max_lengths, self.rows = max_lengths, rows
+
+  def map(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+    return _encode_batch(self.source, self.tok, self.keys, indices[self.rows], self.max_lengths)
 
 
 def bucket_batches(
@@ -277,10 +280,7 @@ class _BucketedBatch(grain.transforms.MapWithIndex):
     bound = int(self.boundaries[self.bucket_of[rows[0]]])
     lengths = (min(bound, self.max_lengths[0]), min(bound, self.max_lengths[1]))
     mine = rows[self.shard_index * self.batch_size : (self.shard_index + 1) * self.batch_size]
-    examples = [
-      _encode_padded(self.source, self.tok, self.keys, self.indices[r], lengths) for r in mine
-    ]
-    return {k: np.stack([e[k] for e in examples]) for k in ("inputs", "targets")}
+    return _encode_batch(self.source, self.tok, self.keys, self.indices[mine], lengths)
 
 
 def make_dataset(
@@ -370,13 +370,11 @@ def make_dataset(
     ds = ds.shuffle(seed=seed)
   if num_epochs != 1:
     ds = ds.repeat(num_epochs)  # reseeds the shuffle each epoch
-  if shard_count > 1:
-    # Global batch i is elements [i * batch_size * shard_count, (i + 1) * ...) of the stream;
-    # this process's rows of it are every shard_count-th element from shard_index. A finite
-    # stream is cut to whole global batches so that every process gets as many batches.
-    if num_epochs is not None:
-      ds = ds[: len(ds) - len(ds) % (batch_size * shard_count)]
-    ds = ds[shard_index::shard_count]
-  ds = ds.map(_Encode(source, tok, keys, max_source_length, max_target_length))
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  # Global batch i is elements [i * G, (i + 1) * G) of the stream (G = batch_size * shard_count);
+  # this process's rows of it are the contiguous slice [shard_index * batch_size, ...), so the
+  # processes' rows, concatenated in process order, are the global batch row for row (the mesh's
+  # data axis orders them so; noise and dropout masks are drawn per row).
+  ds = ds.batch(batch_size * shard_count, drop_remainder=drop_remainder)
+  rows = slice(shard_index * batch_size, (shard_index + 1) * batch_size)
+  ds = ds.map(_EncodeRows(source, tok, keys, (max_source_length, max_target_length), rows))
   return ds.to_iter_dataset(), report

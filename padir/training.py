@@ -11,7 +11,8 @@ resumed run computes the same steps as an uninterrupted one.
 Scaling out (both off by default): `config.mesh` places the model, the optimizer state and the
 batches on a ("data", "model") device mesh (padir.sharding: logical axis rules or FSDP); the same
 code runs on one device. `config.distributed` starts multi-host JAX (`open_run`, before any other
-JAX call); each process then reads its rows of every global batch.
+JAX call); process 0 makes the missing data files (vocabulary, tfds cache) before the others read
+them, and each process reads its rows of every global batch.
 
 `validate(config)` checks every key of the training config without loading anything.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import ml_collections
@@ -241,6 +242,48 @@ def check_data(
     )
 
 
+def process_zero_first(make: Callable[[], Any], name: str) -> Any:
+  """make() on process 0, then, once it has returned, on the other processes: files that make()
+  writes when they are missing (corpus, vocabulary, tfds cache) are written by one process and
+  read by the others, never raced. If it raises on process 0, every process raises. One
+  process: make()."""
+  if jax.process_count() == 1:
+    return make()
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
+  out, error = None, None
+  if jax.process_index() == 0:
+    try:
+      out = make()
+    except Exception as e:  # pylint: disable=broad-except (re-raised below, after the others know)
+      error = e
+  failed = multihost_utils.broadcast_one_to_all(np.int32(error is not None))  # also a barrier
+  if error is not None:
+    raise error
+  if failed:
+    raise RuntimeError(f"{name} failed on process 0; its error says why")
+  return out if jax.process_index() == 0 else make()
+
+
+def prepare_data(config: ml_collections.ConfigDict) -> tuple[tokenizer_lib.Tokenizer, dict]:
+  """The vocabulary and the train / valid data sources, each made first if it is missing (the
+  Bible corpus with data.prepare_bible, the vocabulary with data.train_vocab, the tfds cache)."""
+  d = config.data
+  if d.get("prepare_bible"):
+    bible.prepare_if_missing(d.corpus_dir)
+  tok = vocab.prepare_vocabulary(config)
+  from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
+
+  sources = tfds_corpus.local_data_sources(
+    d.corpus_dir,
+    d.source_lang,
+    d.target_lang,
+    data_dir=d.tfds_data_dir or None,
+    splits=("train", "valid"),
+  )
+  return tok, sources
+
+
 def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   """Trains (or resumes) in rd (opened with `open_run`); returns the last logged metrics."""
   multi_process = jax.process_count() > 1
@@ -255,22 +298,11 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
 
   # Data: each process reads its rows of every global batch.
   d = config.data
-  if d.get("prepare_bible"):
-    bible.prepare_if_missing(d.corpus_dir)
-  tok = vocab.prepare_vocabulary(config)
   if config.train.batch_size % jax.process_count():
     raise ValueError(
       f"batch_size={config.train.batch_size} does not split over {jax.process_count()} processes"
     )
-  from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
-
-  sources = tfds_corpus.local_data_sources(
-    d.corpus_dir,
-    d.source_lang,
-    d.target_lang,
-    data_dir=d.tfds_data_dir or None,
-    splits=("train", "valid"),
-  )
+  tok, sources = process_zero_first(lambda: prepare_data(config), "padir_prepare_data")
   train_ds, report = data.make_dataset(
     sources["train"],
     tok,
@@ -330,9 +362,10 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     nnx.update(optimizer, restored["optimizer"])
     train_iter.set_state(restored["data"])
     logging.info("resumed from step %d", step)
-    dropped = rd.truncate_metrics(step)
-    if dropped:
-      logging.info("metrics.jsonl: dropped %d records past step %d", dropped, step)
+  # Also with no checkpoint (step 0): a run killed before its first one logged lines already.
+  dropped = rd.truncate_metrics(step)
+  if dropped:
+    logging.info("metrics.jsonl: dropped %d records past step %d", dropped, step)
 
   def save(step: int) -> None:
     ckpt.save(

@@ -41,12 +41,27 @@ def padir_config(corpus_dir: str):
   return c
 
 
-@pytest.mark.slow  # three PaDIR compiles (~1 minute on 2 cores)
-@pytest.mark.parametrize("fault", ["checkpoint_saving:2", "metrics_logged:3"])
-def test_padir_training_killed_resumes_to_the_uninterrupted_run(toy_corpus, tmp_path, fault):
+@pytest.fixture(scope="module")
+def padir_straight(toy_corpus, tmp_path_factory):
+  """(config, run directory) of the uninterrupted tiny PaDIR run, shared by the kill cases."""
   config = padir_config(toy_corpus)
-  straight, workdir = tmp_path / "straight", tmp_path / "run"
+  straight = tmp_path_factory.mktemp("padir") / "straight"
   cli.run(config, str(straight), "train.py")
+  return config, straight
+
+
+@pytest.mark.slow  # two PaDIR compiles per case, and the shared uninterrupted run
+@pytest.mark.parametrize(
+  "fault",
+  [
+    "metrics_logged:1",  # step 2 logged, no checkpoint yet: the rerun starts over from step 0
+    "checkpoint_saving:2",
+    "metrics_logged:3",
+  ],
+)
+def test_padir_training_killed_resumes_to_the_uninterrupted_run(padir_straight, tmp_path, fault):
+  config, straight = padir_straight
+  workdir = tmp_path / "run"
   killed(config, workdir, "train.py", fault)
   cli.run(config, str(workdir), "train.py")
   assert_same_metrics(workdir, straight)
