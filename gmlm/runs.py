@@ -27,6 +27,9 @@ from gmlm.checks import UserError
 
 CONFIG, RESULTS, METRICS, REPORT = "config.json", "results.json", "metrics.jsonl", "report.md"
 CELLS = "cells"
+# What a job writes besides config.json (RunDir, Checkpoints, recording): a directory holding any
+# of them but no config.json is a run whose config is unknown, never taken over.
+RUN_FILES = (RESULTS, METRICS, REPORT, CELLS, "checkpoints", "trajectory", "tb")
 _FAULT = os.environ.get("GMLM_FAULT", "")
 _fault_counts: dict[str, int] = {}
 
@@ -111,6 +114,13 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
   old = path / CONFIG
   if not old.is_file():
+    found = sorted(name for name in RUN_FILES if (path / name).exists())
+    if found:
+      raise UserError(
+        f"--workdir {path} holds a run's files ({', '.join(found)}) but no {CONFIG}, so it "
+        "cannot be told whether that run's config is this one; use a fresh --workdir (or put "
+        f"back the {CONFIG} of that run to resume it)."
+      )
     return
   try:
     differ = differing_keys(json.loads(old.read_text(encoding="utf-8")), config)

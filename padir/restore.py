@@ -60,7 +60,7 @@ def load_model(workdir: str, step: int | None = None) -> Loaded:
       f"model first, or resume its run"
     )
   step = max(steps) if step is None else step
-  tok = tokenizer_lib.Tokenizer(vocab.vocabulary_path(config))
+  tok = vocab.load(vocab.vocabulary_path(config))  # the record's SHA-256 is checked
   model = model_lib.Transformer(
     model_lib.ModelConfig.from_run_config(config, tok.vocab_size), rngs=nnx.Rngs(0)
   )

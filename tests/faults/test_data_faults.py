@@ -211,3 +211,17 @@ def test_a_corpus_changed_in_place_refuses_the_vocabulary_trained_on_it(trained)
   _flip(path, path.read_bytes().index(b"man"), 0x10)
   assert len(data.read_split(config.data.corpus_dir, "train", "en", "es")) == len(PAIRS)
   _refused(lambda: vocab.prepare_vocabulary(config), data.CorpusError, str(model), str(record))
+
+
+def test_loading_a_trained_run_checks_its_vocabulary(trained, tmp_path, monkeypatch):
+  """translate / evaluate load a run through padir.restore: a vocabulary damaged where
+  SentencePiece still parses it is refused there too, before the model is built."""
+  from padir import restore
+
+  config, model, _ = trained
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text(config.to_json())
+  monkeypatch.setattr(restore, "checkpoint_steps", lambda workdir: [1])
+  _flip(model, 100, 0x10)
+  _refused(lambda: restore.load_model(str(run)), vocab.VocabularyError, str(model))

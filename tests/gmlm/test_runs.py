@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 
 import numpy as np
@@ -24,6 +25,29 @@ def test_a_workdir_holding_another_config_is_refused_before_anything_is_written(
   mtime = (rd.path / "config.json").stat().st_mtime_ns
   RunDir(tmp_path / "run", {"b": [1, 2], "a": 1})
   assert (rd.path / "config.json").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("left", ["results.json", "metrics.jsonl", "checkpoints", "cells"])
+def test_a_run_without_its_config_is_refused_not_taken_over(tmp_path, left):
+  """A directory holding a run's files but no config.json (deleted, or copied without it) has an
+  unknown config: taking it over would overwrite or mix results, so it is refused untouched."""
+  rd = RunDir(tmp_path / "run", {"a": 1})
+  rd.write_results({"x": 1.0})
+  rd.log_metrics(0, {"x": 1.0})
+  (rd.path / "checkpoints").mkdir()
+  rd.cell("c", lambda: 1)
+  for name in {"results.json", "metrics.jsonl", "checkpoints", "cells"} - {left}:
+    path = rd.path / name
+    path.unlink() if path.is_file() else shutil.rmtree(path)
+  (rd.path / "config.json").unlink()
+  before = sorted(p.name for p in rd.path.iterdir())
+  with pytest.raises(UserError, match=f"holds a run's files \\({left}\\) but no config.json"):
+    RunDir(tmp_path / "run", {"a": 1})
+  assert sorted(p.name for p in rd.path.iterdir()) == before
+  # Unrelated files do not make a run: a directory of the user's notes is used.
+  (tmp_path / "notes").mkdir()
+  (tmp_path / "notes" / "todo.txt").write_text("x")
+  RunDir(tmp_path / "notes", {"a": 1})
 
 
 def test_check_workdir_writes_nothing_and_refuses_a_file(tmp_path):
