@@ -411,7 +411,7 @@ def section(results: dict, run: RunDir) -> str:
   ax0.set_ylabel("α̂")
   ax0.set_title("Influence α̂ = max_i Σ_j α_ij vs T")
   ax0.legend(fontsize=7)
-  finite = [(T, m) for T, m in zip(temps, results["tmix_bound"]) if math.isfinite(m)]
+  finite = [(T, float(m)) for T, m in zip(temps, results["tmix_bound"]) if math.isfinite(float(m))]
   if finite:
     ax1.loglog(*zip(*finite), "o-")
   ax1.set_xlabel("T")

@@ -316,7 +316,7 @@ def section(results: dict, run: RunDir) -> str:
       s["text"][:40],
       T,
       s["exit_bound"][t],
-      s["predicted_escape"][t] if s["exit_bound"][t] < 1 else "- (bound >= 1)",
+      s["predicted_escape"][t] if float(s["exit_bound"][t]) < 1 else "- (bound >= 1)",
       s["exit_prob"][t],
       s["mean_holding_time"][t],
     ]
@@ -326,7 +326,8 @@ def section(results: dict, run: RunDir) -> str:
   out.append("\n" + markdown_table(header, rows, digits=3))
   fig, ax = plt.subplots(figsize=(7, 3.5))
   for s in states:
-    ax.plot(range(1, s["n"] + 1), s["gaps"], marker="o", ms=3, label=s["text"][:30])
+    gaps = [float(g) for g in s["gaps"]]  # read back from JSON: ±inf is "inf" / "-inf"
+    ax.plot(range(1, s["n"] + 1), gaps, marker="o", ms=3, label=s["text"][:30])
   ax.axhline(0, color="k", lw=0.6)
   ax.set_xlabel("site i")
   ax.set_ylabel("score gap g_i")
