@@ -10,6 +10,8 @@ Modules: `layout` (where the free sites are), `oracle` (the MaskedLM protocol, l
 `init_states` (starting sequences), `chains` (Spec, the plain / sweep / block / parallel
 kernels, Records), `rejection_free` (the exact jump-chain twin of plain Glauber, with a memo),
 `coupling` (maximally coupled pairs), `recording` (trajectory chunks and checkpoints),
+`exact` (the restricted chain enumerated: P_T, π_T, gap, t_mix against the bounds),
+`metropolis` (Metropolis-Hastings with an MLM energy),
 `mlm/` (building and scoring the default English MLM), `jobs/` (one per config family).
 
 Shape letters (suffixes of array names, `tokens_BL`):
@@ -21,6 +23,7 @@ Shape letters (suffixes of array names, `tokens_BL`):
   V  vocabulary
   R  records (snapshots every record_every steps)
   S  memo slots (recent states a rejection-free chain remembers)
+  Z  states of an enumerated restricted chain, c^n of them (exact.py)
   D  hidden / embedding width
   X  any other axis, named where it is used (e.g. the B * n one-mask rows)
   1, 5  an axis of that size
@@ -42,7 +45,17 @@ _API = {
   "candidate_ids": "glauber.chains",
   "init_state": "glauber.chains",
 }
-_MODULES = ("chains", "coupling", "init_states", "layout", "oracle", "recording", "rejection_free")
+_MODULES = (
+  "chains",
+  "coupling",
+  "exact",
+  "init_states",
+  "layout",
+  "metropolis",
+  "oracle",
+  "recording",
+  "rejection_free",
+)
 
 __all__ = sorted([*_API, *_MODULES])
 
