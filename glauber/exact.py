@@ -23,10 +23,11 @@ the shape letter Z indexes them (scores_ZNC: state, free site, candidate).
                         contexts, by enumeration. α̂ = max_i Σ_j α_ij. Theorem 5: when α̂ < 1,
                         t_mix(ε) <= ⌈n / (1 - α̂) · log(n / ε)⌉ (an upper bound).
   g_i(x), Δ             g_i(x) = s_i(x_i) - max_{a≠x_i} s_i(a): the score margins; Δ_min(x) =
-                        min_i g_i(x). Theorem 8 on the singleton basin B = {x*} of the deepest
-                        trap x* = argmax Δ_min (m = n exit sites, c - 1 exit tokens each):
-                        Φ(B) <= (c - 1) e^{-Δ/T}, so t_mix(1/4) >= e^{Δ/T} / (4(c - 1)) when
-                        π_T(x*) <= 1/2 (checked exactly). Beside it the exact 1 / (4 Φ(B)).
+                        min_i g_i(x). Theorem 8 on the singleton basin B = {x*}, x* the state
+                        of largest Δ = Δ_min(x*) among those with π_T(x) <= 1/2 (the theorem's
+                        condition, checked exactly; m = n exit sites, c - 1 exit tokens each):
+                        Φ(B) <= (c - 1) e^{-Δ/T}, so t_mix(1/4) >= e^{Δ/T} / (4(c - 1)) (below 1
+                        when Δ <= 0: no information). Beside it the exact 1 / (4 Φ(B)).
   ΔR                    the rectangle defect of every rectangle (x, i < j, b_i ≠ x_i, b_j ≠ x_j),
                         from the untempered log-ratios (ΔR at T is ΔR / T); mean and max.
   PL_T(x)               ∝ Π_i p_i^T(x_i | x_-i): the pseudo-likelihood-normalised law; TV(π_T, PL_T).
@@ -94,8 +95,6 @@ def enumerate_scores(
 ) -> np.ndarray:
   """scores_ZNC (float64 of the float32 logits): s_i(a; x_-i) of every state, site and
   candidate, through the engine's Spec and masked-logits path (metropolis.site_scores)."""
-  import jax
-
   from gmlm.core import blocks
 
   candidates_C = np.asarray(candidates_C, np.int32)
@@ -103,11 +102,14 @@ def enumerate_scores(
   check_size(c, n, max_states)
   spec = make_spec(candidates_C, model.config.vocab_size, layout, 1.0)
   states_ZN = all_states(c, n)
-  f = jax.jit(metropolis.site_scores)
   out = []
   for lo in range(0, len(states_ZN), batch):
     tokens_BL = layout.sequences(candidates_C[states_ZN[lo : lo + batch]])
-    out.append(np.asarray(f(model, spec, tokens_BL, blocks.all_sites(len(tokens_BL), n))))
+    out.append(
+      np.asarray(
+        metropolis.site_scores_jit(model, spec, tokens_BL, blocks.all_sites(len(tokens_BL), n))
+      )
+    )
   return np.concatenate(out).astype(np.float64)
 
 
@@ -334,11 +336,13 @@ def measure_temperature(
     row.update(tmix_lo=None, tmix_hi=None, tv_curve=[])
   alpha_NN = influence(cond_ZNC)
   row.update(alpha_hat=float(alpha_NN.sum(1).max()), alpha_NN=alpha_NN.tolist())
-  row["thm5_upper"] = contraction_bound(alpha_NN, eps)
+  upper = contraction_bound(alpha_NN, eps)
+  row["thm5_upper"] = upper if math.isfinite(upper) else None  # None: α̂ >= 1, no bound
   delta_Z = margins(scores_ZNC).min(1)
-  trap = int(np.argmax(delta_Z))
+  trap = int(np.argmax(np.where(pi <= 0.5, delta_Z, -np.inf)))  # the deepest with π <= 1/2
   delta = float(delta_Z[trap])
-  exit_bound = (c - 1) * math.exp(-delta / T)
+  log10_lower = delta / T / math.log(10) - math.log10(4 * (c - 1))  # Theorem 8, when it applies
+  exit_bound = (c - 1) * math.exp(max(-delta / T, -700.0))
   off_NC = np.arange(c) != all_states(c, n)[trap][:, None]
   exit_exact = float(cond_ZNC[trap][off_NC].sum() / n)  # 1 - P(x*, x*), without cancellation
   row.update(
@@ -347,8 +351,9 @@ def measure_temperature(
     trap_pi=float(pi[trap]),
     trap_exit_bound=exit_bound,
     trap_exit_exact=exit_exact,
-    thm8_lower=1 / (4 * exit_bound) if pi[trap] <= 0.5 else None,
-    trap_conductance_lower=1 / (4 * exit_exact) if pi[trap] <= 0.5 and exit_exact > 0 else None,
+    thm8_log10_lower=log10_lower,
+    thm8_lower=10**log10_lower if log10_lower < 300 else None,
+    trap_conductance_lower=1 / (4 * exit_exact) if exit_exact > 0 else None,
   )
   row["tv_pi_pl"] = tv(pi, pseudo_likelihood(cond_ZNC))
   for kind in metropolis.ENERGIES:
@@ -420,7 +425,7 @@ def _tmix(row: dict) -> str:
 
 
 def _value(x) -> str | float:
-  return "n/a" if x is None else ("∞ (α̂ ≥ 1)" if x == math.inf else float(x))
+  return "n/a" if x is None else float(x)
 
 
 def section(results: dict, run) -> str:
@@ -436,7 +441,7 @@ def section(results: dict, run) -> str:
       r["gap"],
       _tmix(r),
       r["alpha_hat"],
-      _value(r["thm5_upper"]),
+      "none (α̂ ≥ 1)" if r["thm5_upper"] is None else float(r["thm5_upper"]),
       _value(r["thm8_lower"]),
       _value(r["trap_conductance_lower"]),
       mean_dr / r["T"],
@@ -457,8 +462,8 @@ def section(results: dict, run) -> str:
       f"(every token the argmax); the deepest has Δ_min = {s['max_trap_margin']:.4g}.\n",
       "The gap is the absolute spectral gap 1 - max{|λ| : λ ≠ 1} (P_T is not reversible). "
       "t_mix is exact over every start (a..b: bracketed). Theorem 5 bounds t_mix from above "
-      "when α̂ < 1; Theorem 8 (singleton basin of the deepest trap x*) from below when "
-      "π_T(x*) <= 1/2; the exact 1/(4Φ(x*)) is the bottleneck bound that Theorem 8 estimates. "
+      "when α̂ < 1; Theorem 8 from below (singleton basin of the state x* of largest Δ_min "
+      "among those with π_T(x) <= 1/2); the exact 1/(4Φ(x*)) is the bottleneck bound that Theorem 8 estimates. "
       "π_pll,T and π_raw,T are the laws Metropolis-Hastings samples.\n",
       markdown_table(HEADER, table),
       "\n![exact t_mix and bounds](exact_tmix.png)\n\n![worst-case TV](exact_tv.png)\n",

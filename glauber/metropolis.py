@@ -73,6 +73,9 @@ def site_scores(model: MaskedLM, spec: Spec, tokens_BL: jax.Array, sites_BK: jax
   return jnp.take(logits_XV, spec.candidates_C, axis=-1).reshape(B, K, -1)
 
 
+site_scores_jit = jax.jit(site_scores)
+
+
 def energy_terms(s_XC: jax.Array, idx_X: jax.Array, energy: Energy) -> jax.Array:
   """e(x) of each row: s(x) ("raw") or log softmax(s)(x) ("pll"); idx_X candidate indices."""
   if energy == "pll":
@@ -98,7 +101,7 @@ def init_state(model: MaskedLM, spec: Spec, tokens_BL, energy: Energy) -> MHStat
   if bool((idx_BN < 0).any()):
     raise ValueError("every free token of a Metropolis-Hastings start must be a candidate token")
   B, n = idx_BN.shape
-  s_BNC = jax.jit(site_scores)(model, spec, tokens_BL, blocks.all_sites(B, n))
+  s_BNC = site_scores_jit(model, spec, tokens_BL, blocks.all_sites(B, n))
   zero_B = jnp.zeros(B, jnp.int32)
   terms_BN = energy_terms(s_BNC, idx_BN, energy)
   return MHState(tokens_BL, terms_BN, zero_B, zero_B, zero_B, jnp.int32(0))
