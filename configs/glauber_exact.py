@@ -23,9 +23,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.model = "default"
   c.dtype = "float32"
   c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
-  c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # MH on the full MLM: not these tokens
+  # Protocol 5: the restricted chain, c^n <= max_states, after a frozen prefix.
   c.prefix = ""
-  # Protocol 5: the restricted chain, c^n <= max_states.
   c.candidates = ("the", "cat", "dog", "sat", "ran", ".", "!")
   c.num_sites = 4
   c.max_states = 20_000
@@ -34,6 +33,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.temperatures = (0.25, 0.5, 1.0, 2.0, 4.0)
   # Protocol 6 (a): MH on the full MLM.
   c.init_text = "the cat sat on the mat and looked at the dog ."
+  c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # candidates: not these tokens
   c.mh_num_sites = 8
   c.mh_temperatures = (0.5, 1.0, 2.0)
   c.mh_num_chains = 16

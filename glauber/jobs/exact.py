@@ -91,14 +91,14 @@ def candidate_tokens(tokenizer, words) -> np.ndarray:
 
 
 def run(config, workdir: str) -> dict:
+  """Protocols 5 and 6 (module docstring); a finished run's stored results."""
   validate(config)
   if (stored := finished(config, workdir)) is not None:
     return stored
   model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
-  ids = candidate_tokens(tokenizer, config.candidates)
-  max_length = max_sequence_length(model)
+  ids, max_length = candidate_tokens(tokenizer, config.candidates), max_sequence_length(model)
   lay = Layout.from_tokenizer(tokenizer, config.num_sites, config.prefix, max_length)
-  rd = RunDir(workdir, config)
+  rd = RunDir(workdir, config)  # after every check that can refuse the config
   results = {"model": config.model, "candidates": list(config.candidates)}
   results["exact"], scores = protocol5(config, rd, model, lay, ids)
   results["mh"] = mh_default(config, rd, model, tokenizer, max_length)
