@@ -4,6 +4,7 @@ and the two theorems' bounds."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -21,10 +22,16 @@ C3, N3 = 4, 3  # the tiny model restricted to 4 candidates at 3 free sites: 64 s
 LAYOUT3 = Layout(tuple(PREFIX), N3, CLS, SEP, MASK)
 
 
+@functools.cache
+def tiny_scores():
+  """The tiny model and its enumerated scores (built once per session; test_metropolis too)."""
+  model = tiny_mlm(seed=3)
+  return model, exact.enumerate_scores(model, LAYOUT3, CANDIDATES[:C3])
+
+
 @pytest.fixture(scope="module")
 def tiny():
-  model = tiny_mlm()
-  return model, exact.enumerate_scores(model, LAYOUT3, CANDIDATES[:C3])
+  return tiny_scores()
 
 
 def tv_band(mu: np.ndarray, num: int, q: float = 0.999, draws: int = 400) -> float:
