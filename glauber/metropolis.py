@@ -27,7 +27,8 @@ the move is judged, i.e. exactly the incompatibility of the conditionals.
 
 Cost of a step: B one-mask rows for the proposal and B·(n-1) for the other sites of x' (the
 proposal's row is site i's row of x'); the chain carries each site's energy term e_j(x) so E(x)
-is never recomputed. A self-proposal (b = x_i) is accepted (ratio 1) and counted as accepted.
+is never recomputed. A self-proposal (b = x_i) has ratio 1 (up to float rounding of the
+recomputed terms) and counts as accepted.
 Step t uses the key fold_in(key, t) (as `glauber.chains`); chains shard over a mesh's 'data'
 axis the same way.
 """
