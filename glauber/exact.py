@@ -496,7 +496,7 @@ def tmix_figure(results: dict):
   ax.set_title(
     f"Exact restricted chain: c = {s['num_candidates']}, n = {s['num_sites']}", fontsize=10
   )
-  ax.legend(fontsize=8)
+  ax.legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
   return fig
 
 
