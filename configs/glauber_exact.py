@@ -8,7 +8,7 @@ exact Gibbs law, on the restricted one.
 Writes report.md (the exact table over T: absolute spectral gap, t_mix(1/4), Theorem 5's upper
 and Theorem 8's lower bound, mean ΔR / T, TV(π_T, pseudo-likelihood law); the MH tables),
 results.json, exact_tmix.png, exact_tv.png and mh_acceptance.png; every stage is a resumable
-cell. Measured (2026-11-23, 2 busy CPU cores, ~25 min, mostly MH on the full MLM): mean ΔR
+cell. Measured (2026-11-23, on 2 busy CPU cores; not timed): mean ΔR
 1.84 over all 518616 rectangles; exact t_mix(1/4) 216 at T = 0.25 falling to 8 at T = 64;
 α̂ < 1 (Theorem 5 applies) only from T = 16 on (bound 19 vs exact 9); Theorem 8's lower bound
 stays below 1 (the deepest trap holds π_T > 1/2 at low T, so the theorem must use a shallower
