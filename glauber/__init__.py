@@ -27,6 +27,7 @@ Shape letters (suffixes of array names, `tokens_BL`):
   V  vocabulary
   R  records (snapshots every record_every steps)
   S  memo slots (recent states a rejection-free chain remembers)
+  Z  states of an enumerated restricted chain, c^n of them (exact.py)
   D  hidden / embedding width
   T  temperatures of a grid
   G  groups (a context, a site i, a site j) of the influence protocol

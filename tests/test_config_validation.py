@@ -263,6 +263,12 @@ def test_a_bad_value_is_refused_in_one_line_naming_key_value_and_range(
     ("padir_bible_en_es", {"mesh.data": -2}, "mesh.data", ">= -1"),
     ("glauber", {"init_text": "texts/start"}, "init_text", "'texts/start' does not exist"),
     ("glauber", {"init_text": "start.txt"}, "init_text", "'start.txt' does not exist"),
+    (
+      "glauber_exact",
+      {"num_sites": 6},
+      "num_sites",
+      r"7\^6 = 117649 states, over max_states = 20000",
+    ),
   ],
 )
 def test_a_bad_combination_is_refused_naming_the_key_and_the_fix(
@@ -331,6 +337,7 @@ class _Loaded(Exception):
   [
     ("glauber", "glauber.jobs.sample"),
     ("glauber_coupling", "glauber.jobs.coupling"),
+    ("glauber_exact", "glauber.jobs.exact"),
     ("mlm_eval", "glauber.jobs.mlm_eval"),
     ("mlm_minilm", "glauber.jobs.mlm_train"),
   ],
