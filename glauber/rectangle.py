@@ -151,6 +151,39 @@ def masked_edges(model, tokens_XL, mask_XL, i_X, j_X, bi_X, bj_X, mask_id) -> ja
   return jnp.stack([ell_4X[0], ell_4X[3], ell_4X[2], ell_4X[1]], axis=1)
 
 
+@jax.jit
+def masked_edges_after_proposals(
+  model, tokens_XL, mask_XL, i_X, j_X, bi_X, bj_X, logits_X2V, mask_id
+) -> jax.Array:
+  """ell_X4 like `masked_edges`, reusing the rows the replacements were drawn from: the contexts
+  of l(00->10) and l(00->01) are x00 masked at i and at j, whose logits logits_X2V the proposal
+  call already computed; only x01 masked at i and x10 masked at j are new (2X rows, not 4X)."""
+  X = tokens_XL.shape[0]
+  r = jnp.arange(X)
+  ai_X, aj_X = tokens_XL[r, i_X], tokens_XL[r, j_X]
+  x01_XL = tokens_XL.at[r, j_X].set(bj_X).at[r, i_X].set(mask_id)
+  x10_XL = tokens_XL.at[r, i_X].set(bi_X).at[r, j_X].set(mask_id)
+  logits_XV = gm.masked_logits(
+    model,
+    jnp.concatenate([x01_XL, x10_XL]),
+    jnp.concatenate([i_X, j_X])[:, None],
+    jnp.tile(mask_XL, (2, 1)),
+  )[:, 0]
+
+  def edge(z_XV, new_X, old_X):
+    return z_XV[r, new_X] - z_XV[r, old_X]
+
+  return jnp.stack(
+    [
+      edge(logits_X2V[:, 0], bi_X, ai_X),  # 00->10: site i of x00
+      edge(logits_XV[X:], bj_X, aj_X),  # 10->11: site j of x10
+      edge(logits_X2V[:, 1], bj_X, aj_X),  # 00->01: site j of x00
+      edge(logits_XV[:X], bi_X, ai_X),  # 01->11: site i of x01
+    ],
+    axis=1,
+  )
+
+
 def _token_logprobs(model, tokens_XL, mask_XL, rows_per_call: int = 8) -> jax.Array:
   """logp_XL: log p(x_t | x_<t) at t >= 1 (0 at t = 0 and at padding), rows_per_call rows at a
   time (the full-vocabulary logits of a row are L x V floats)."""
@@ -275,7 +308,8 @@ def draw(
 ):
   """Yields (Rectangles, ell_X4) batch by batch: passages drawn uniformly, sites i != j
   uniformly among their free sites, b_i (b_j) uniformly among the model's top_k allowed tokens
-  at i (j) of x00 other than a_i (a_j). Two calls per batch: proposals, then the edges."""
+  at i (j) of x00 other than a_i (a_j). Two calls per batch: proposals, then the edges (for a
+  masked LM only the two contexts the proposals did not already score: 4 rows a rectangle)."""
   causal = is_causal(model)
   if top_k < 2:
     raise UserError(
@@ -320,7 +354,15 @@ def draw(
     b_X2 = np.take_along_axis(ids_X2k, pick_X2[..., None], -1)[..., 0]
     rect = Rectangles(tokens_XL, mask_XL, *sites_X2.T, *b_X2.T, p_X.astype(np.int32))
     padded = Rectangles(*(getattr(rect, f.name)[fill] for f in dataclasses.fields(Rectangles)))
-    ell_X4 = edge_logratios(model, padded, getattr(tokenizer, "mask_token_id", None))[:X]
+    if causal:
+      ell_X4 = edge_logratios(model, padded)[:X]
+    else:  # x00's two rows are the proposal rows: 4 forward rows a rectangle in all, not 6
+      args = (padded.tokens_XL, padded.mask_XL, padded.i_X, padded.j_X, padded.bi_X, padded.bj_X)
+      ell_X4 = np.asarray(
+        masked_edges_after_proposals(
+          model, *map(jnp.asarray, args), logits_X2V, jnp.int32(tokenizer.mask_token_id)
+        )
+      )[:X]
     yield rect, ell_X4
     done += X
     if progress is not None:

@@ -150,7 +150,8 @@ def test_batched_edges_equal_a_loop_over_the_eight_conditionals(random_mlm):
     ref.append(row)
   ref_X42 = np.asarray(ref).reshape(-1, 4, 2)
   np.testing.assert_allclose(ref_X42[..., 0], ref_X42[..., 1], atol=1e-5)  # shared contexts
-  np.testing.assert_allclose(ell_X4, ref_X42[..., 0], atol=1e-4)
+  np.testing.assert_allclose(ell_X4, ref_X42[..., 0], atol=1e-4)  # draw's 4-row path
+  np.testing.assert_allclose(rectangle.edge_logratios(model, rect, MASK), ell_X4, atol=1e-4)
   ref_d = np.abs(ref_X42[:, 0, 0] + ref_X42[:, 1, 0] - ref_X42[:, 2, 0] - ref_X42[:, 3, 0])
   np.testing.assert_allclose(rectangle.delta_r(ell_X4), ref_d, atol=1e-4)
 
