@@ -7,6 +7,7 @@ dataset is built (`local_data_sources`).
 
 from __future__ import annotations
 
+import fcntl
 import os
 from typing import Any, Sequence
 
@@ -74,13 +75,21 @@ def local_data_sources(
   data_dir: str | None = None,
   splits: Sequence[str] = SPLITS,
 ) -> dict[str, Any]:
-  """Prepares (once) and opens the array_record files: split -> random-access data source."""
-  builder = LocalParallelCorpus(
-    corpus_dir=corpus_dir,
-    source_lang=source_lang,
-    target_lang=target_lang,
-    splits=splits,
-    data_dir=data_dir or os.path.join(corpus_dir, "tfds"),
-  )
-  builder.download_and_prepare(file_format="array_record")
+  """Prepares (once) and opens the array_record files: split -> random-access data source.
+
+  Two runs on one corpus (an AR baseline and PaDIR trained side by side) would build the same
+  cache at once and the second's final rename fail; a lock file in data_dir makes the second
+  wait and then read the first's files."""
+  data_dir = data_dir or os.path.join(corpus_dir, "tfds")
+  os.makedirs(data_dir, exist_ok=True)
+  with open(os.path.join(data_dir, ".prepare.lock"), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    builder = LocalParallelCorpus(
+      corpus_dir=corpus_dir,
+      source_lang=source_lang,
+      target_lang=target_lang,
+      splits=splits,
+      data_dir=data_dir,
+    )
+    builder.download_and_prepare(file_format="array_record")
   return builder.as_data_source()

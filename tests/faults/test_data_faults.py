@@ -225,3 +225,38 @@ def test_loading_a_trained_run_checks_its_vocabulary(trained, tmp_path, monkeypa
   monkeypatch.setattr(restore, "checkpoint_steps", lambda workdir: [1])
   _flip(model, 100, 0x10)
   _refused(lambda: restore.load_model(str(run)), vocab.VocabularyError, str(model))
+
+
+def test_two_runs_on_one_corpus_build_its_cache_one_after_the_other(tmp_path):
+  """An AR baseline and PaDIR started side by side on one corpus used to build the same tfds
+  cache at once, and the second's rename failed (FileExistsError). While one run holds the
+  cache's lock, another waits; then it reads the first's files."""
+  import fcntl
+  import subprocess
+  import sys
+  import time
+
+  from padir_util import write_corpus
+
+  from padir import tfds_corpus
+
+  corpus = write_corpus(tmp_path, {"train": 20, "valid": 4, "test": 4}, max_words=5)
+  data_dir = pathlib.Path(corpus) / "tfds"
+  data_dir.mkdir()
+  script = (
+    "import sys; from padir import tfds_corpus; "
+    "print(len(tfds_corpus.local_data_sources(sys.argv[1], 'en', 'es')['train']))"
+  )
+  with open(data_dir / ".prepare.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # as if another run were building the cache
+    other = subprocess.Popen(
+      [sys.executable, "-c", script, corpus],
+      stdout=subprocess.PIPE,
+      text=True,
+      cwd=pathlib.Path(__file__).resolve().parents[2],
+    )
+    time.sleep(8)  # long enough to import tfds and reach the lock
+    assert other.poll() is None, "the second run did not wait for the lock"
+  out, _ = other.communicate(timeout=120)  # the lock released: it builds the cache
+  assert other.returncode == 0 and out.split()[-1] == "20"  # (tfds prints a note first)
+  assert len(tfds_corpus.local_data_sources(corpus, "en", "es")["train"]) == 20  # and we read it
