@@ -114,34 +114,28 @@ def config_docs(configs_dir: Path, entry: str) -> list[tuple[str, str]]:
     doc = (ast.get_docstring(tree) or "").strip().splitlines() or [
       line.lstrip("# ").strip() for line in text.splitlines()[:1] if line.startswith("#")
     ]
-    job = None
-    for node in ast.walk(tree):
-      if (
-        isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Constant)
-        and any(isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets)
-      ):
-        job = node.value.value
-    if job is None:  # a config that extends another: ask the one it imports
-      for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "configs":
-          base = configs_dir / f"{node.names[0].name}.py"
-          job = _config_job(base)
+    job = _config_job(path)
     if job and job_entry_point(job) == entry:
       out.append((f"configs/{path.name}", doc[0] if doc else ""))
   return out
 
 
-def _config_job(path: Path) -> str | None:
-  if not path.is_file():
+def _config_job(path: Path, depth: int = 0) -> str | None:
+  """The job module a config file names (`c.job = "..."`), read without importing it; a config
+  that extends another (`from configs import base`) asks that one, through any chain."""
+  if not path.is_file() or depth > 8:
     return None
-  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  for node in ast.walk(tree):
     if (
       isinstance(node, ast.Assign)
       and isinstance(node.value, ast.Constant)
       and any(isinstance(t, ast.Attribute) and t.attr == "job" for t in node.targets)
     ):
       return node.value.value
+  for node in tree.body:
+    if isinstance(node, ast.ImportFrom) and node.module == "configs":
+      return _config_job(path.parent / f"{node.names[0].name}.py", depth + 1)
   return None
 
 

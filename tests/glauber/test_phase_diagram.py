@@ -55,6 +55,9 @@ def test_heatmap_fraction_and_medians_equal_the_recorded_coalescence_times(tmp_p
   shown = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
   for xy, m in medians.items():
     assert shown[xy] == ("—" if not np.isfinite(m) else f"{m:.0f}")
+  import matplotlib.pyplot as plt
+
+  plt.close(fig)  # drawn for inspection only
   md = phase_diagram.section(results, RunDir(tmp_path))
   assert (tmp_path / "phase_diagram.png").is_file()
   for x, n in enumerate(SIZES):
