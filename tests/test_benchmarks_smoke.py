@@ -8,25 +8,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_ising_throughput_quick_runs_and_prints_ratios():
+def run_benchmark(script: str, *args: str, timeout: int) -> str:
+  """stdout of `python benchmarks/SCRIPT ARGS` run from the repository root; it must exit 0."""
   proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / "benchmarks" / "ising_throughput.py"),
-      "--quick",
-      "--skip-thrml",
-      "--repeats",
-      "1",
-      "--rounds",
-      "1",
-    ],
+    [sys.executable, str(ROOT / "benchmarks" / script), *args],
     capture_output=True,
     text=True,
-    timeout=120,
+    timeout=timeout,
     cwd=ROOT,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  out = proc.stdout
+  return proc.stdout
+
+
+def test_ising_throughput_quick_runs_and_prints_ratios():
+  out = run_benchmark(
+    "ising_throughput.py", "--quick", "--skip-thrml", "--repeats", "1", "--rounds", "1", timeout=120
+  )
   assert "spin updates/s" in out
   for model in ("clique", "dense"):
     for k in (1, 2, 4):
@@ -35,15 +33,7 @@ def test_ising_throughput_quick_runs_and_prints_ratios():
 
 
 def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
-  proc = subprocess.run(
-    [sys.executable, str(ROOT / "benchmarks" / "rectangle.py"), "--tiny"],
-    capture_output=True,
-    text=True,
-    timeout=300,
-    cwd=ROOT,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = proc.stdout
+  out = run_benchmark("rectangle.py", "--tiny", timeout=300)
   assert re.search(r"ratio ours/torch \d+\.\dx", out), out
   gap = float(re.search(r"max \|dR ours - dR torch\| = (\S+)", out).group(1))
   assert gap < 1e-4, out  # the same weights give the same dR (float32)
@@ -51,15 +41,7 @@ def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
 
 
 def test_padir_speed_tiny_runs_and_prints_ratios():
-  proc = subprocess.run(
-    [sys.executable, str(ROOT / "benchmarks" / "padir_speed.py"), "--tiny"],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=ROOT,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = proc.stdout
+  out = run_benchmark("padir_speed.py", "--tiny", timeout=600)
   assert re.search(r"\| padir-4 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out), out
   for name in ("padir-4", "ar-greedy"):
     assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
