@@ -13,21 +13,14 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from padir import data, decode, metrics
+from padir import data, decode, metrics, refinement
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
 
-@functools.partial(nnx.jit, static_argnames=("num_steps", "num_lengths", "remask_stutter"))
-def _refine(model, inputs_BS, key, num_steps, num_lengths, remask_stutter):
-  return decode.refine(
-    model,
-    inputs_BS,
-    key,
-    num_steps=num_steps,
-    num_lengths=num_lengths,
-    remask_stutter=remask_stutter,
-  )["tokens"]
+@functools.partial(nnx.jit, static_argnames=("options",))
+def _refine(model, inputs_BS, key, options: refinement.RefineOptions):
+  return refinement.refine(model, inputs_BS, key, options)["tokens"]
 
 
 @nnx.jit
@@ -66,11 +59,22 @@ def translate(
   drop_stutter: bool = True,
   beam_size: int = 1,
   length_penalty: float = 0.6,
+  legacy: bool = False,
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
-  The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines.
+  The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines as the paper
+  did (`refinement.RefineOptions` defaults: stutter reset to the initial noise, those positions
+  dropped, summed score, early stop) with num_steps passes over num_lengths lengths, or, with
+  legacy, as our first decoder did (`refinement.legacy_options(remask_stutter)`, repeated
+  tokens then collapsed when drop_stutter).
   """
+  if legacy:
+    options = refinement.legacy_options(
+      remask_stutter, num_steps=num_steps, num_lengths=num_lengths
+    )
+  else:
+    options = refinement.RefineOptions(num_steps=num_steps, num_lengths=num_lengths)
   out = []
   for start in range(0, len(sources), batch_size):
     n = len(sources[start : start + batch_size])
@@ -82,16 +86,9 @@ def translate(
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
     else:
-      tokens_BT = _refine(
-        model,
-        jnp.asarray(inputs_BS),
-        jax.random.fold_in(key, start),
-        num_steps,
-        num_lengths,
-        remask_stutter,
-      )
+      tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start), options)
     for row in np.asarray(tokens_BT)[:n]:
-      ids = decode.drop_stutter(row) if drop_stutter else row
+      ids = decode.drop_stutter(row) if drop_stutter and legacy else row
       out.append(tok.decode(ids))
   return out
 
@@ -158,6 +155,7 @@ def validation_translation(
     remask_stutter=c.remask_stutter,
     beam_size=c.get("beam_size", 1),
     length_penalty=c.get("length_penalty", 0.6),
+    legacy=c.get("decoder", "paper") == "legacy",
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

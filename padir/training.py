@@ -80,6 +80,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     "decode.remask_stutter",
   ):
     _check_bool(config, key)
+  if _has(config, "decode.decoder"):
+    checks.check_choice(config, "decode.decoder", ("paper", "legacy"))
   if _has(config, "data.prepare_bible"):
     _check_bool(config, "data.prepare_bible")
   checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)
