@@ -17,6 +17,8 @@ Paper A's measurements, a module per protocol (each with `measure` -> JSON-able 
 Theorem 8's exit bound), `drift` (the drift certificate), `exact` (the restricted chain
 enumerated exactly), `metropolis` (Metropolis-Hastings with a known stationary law), `traps`,
 `semantic_drift`, `topics`, `phase_diagram` (coupling over a (T, n) grid) and `basins`.
+Staged jobs: `stages` (Stage, Context, the resumable stage runner), `theory_stages` (protocols
+1-4 as stages), `dynamics_stages` (traps, semantic drift, coupling, basins, prefix attractors).
 
 Shape letters (suffixes of array names, `tokens_BL`):
   B  chains (in MLM training and scoring: the sequences of a batch)
@@ -60,6 +62,7 @@ _MODULES = (
   "chains",
   "coupling",
   "drift",
+  "dynamics_stages",
   "exact",
   "influence",
   "init_states",
@@ -72,6 +75,8 @@ _MODULES = (
   "rectangle",
   "rejection_free",
   "semantic_drift",
+  "stages",
+  "theory_stages",
   "topics",
   "traps",
 )

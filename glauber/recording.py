@@ -156,3 +156,48 @@ def resume(ckpt: Checkpoints, traj: Trajectory, initial: ChainState) -> tuple[in
     ckpt.delete_after(done)
   traj.drop_from(done)
   return done, state
+
+
+def run_recorded(
+  directory: str | os.PathLike,
+  key,
+  model,
+  spec,
+  x0_BL,
+  num_records: int,
+  record_every: int,
+  chunk_records: int,
+  *,
+  mode: str = "plain",
+  record_logprobs: bool = False,
+  progress=None,
+) -> dict[str, np.ndarray]:
+  """Chains from x0_BL for num_records records, every record_every steps ("plain" Glauber or
+  "rejection_free"), written chunk by chunk (chunk_records records each) under `directory`
+  with a checkpoint after each chunk: a killed call resumes after its last written chunk and
+  continues bit for bit (the key schedule is fold_in(key, t)). Returns the whole trajectory
+  (`Trajectory.load`). progress(steps): called after each chunk with the steps it ran."""
+  from glauber import chains, rejection_free
+
+  traj, ckpt = Trajectory(directory), checkpoints(directory)
+  done, state = resume(ckpt, traj, chains.init_state(x0_BL))
+  num_chunks = -(-num_records // chunk_records)
+  if progress is not None and done:
+    progress(min(num_records, done * chunk_records) * record_every)
+  for chunk in range(done, num_chunks):
+    R = min(chunk_records, num_records - chunk * chunk_records)
+    if mode == "rejection_free":
+      state, rec = rejection_free.run(
+        key, model, spec, state, R, record_every, record_logprobs=record_logprobs
+      )
+    else:
+      state, rec = chains.run(
+        key, model, spec, state, R, record_every, record_logprobs=record_logprobs
+      )
+    steps_R = (chunk * chunk_records + 1 + np.arange(R)) * record_every
+    traj.write(chunk, steps_R, rec.tokens_RBN, rec.logp_RBN)
+    save(ckpt, chunk + 1, state)
+    if progress is not None:
+      progress(R * record_every)
+  ckpt.close()
+  return traj.load()

@@ -6,7 +6,6 @@ writes its report section and resumes from its cells."""
 from __future__ import annotations
 
 import json
-import shutil
 import types
 
 import jax
@@ -183,17 +182,14 @@ def test_config_refuses_a_candidate_set_of_size_one(tmp_path):
 
 
 def test_job_writes_the_section_and_resumes_from_its_cells(
-  tiny_checkpoint, splade_dir, tmp_path, monkeypatch
+  tiny_english_bert, tmp_path, monkeypatch
 ):
   """A tiny random BERT with SPLADE-tiny's tokenizer, a GPT-2 control, every stage at tiny size:
   report.md holds each stage's section; a rerun after losing results.json recomputes no cell."""
   from configs.glauber_incompatibility import get_config
   from glauber.jobs import incompatibility
 
-  model_dir = tmp_path / "tiny"
-  shutil.copytree(tiny_checkpoint("BertForMaskedLM", vocab_size=30522), model_dir)
-  for name in ("tokenizer.json", "tokenizer_config.json"):
-    shutil.copy(splade_dir / name, model_dir / name)
+  model_dir = tiny_english_bert
   text = tmp_path / "passages.txt"
   text.write_text(
     "the river runs past the old mill and into the sea\n\n"

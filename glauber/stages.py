@@ -1,0 +1,175 @@
+"""Staged measurement jobs: a list of `Stage`s run in order over one MLM, each resumable.
+
+A job (`glauber.jobs.incompatibility`, `glauber.jobs.study`) is a tuple of stages. Each stage's
+results are computed inside `RunDir.cell(stage.name, ...)`, so a killed run resumes after its
+last finished stage (and inside a stage after its last finished cell or chunk, where the stage
+keeps its own); each stage then contributes one section of report.md, rendered from its stored
+results (a section may read an earlier stage's results); results.json holds every stage's
+results under its name and is written last.
+
+Adding a stage: write `compute(ctx) -> dict` (JSON-able; `ctx` holds the config, the run
+directory, the loaded model and tokenizer, the passages and the earlier stages' results),
+`section(results, run) -> str` (markdown; figures through run.savefig) and, for its own config
+keys, `validate(config)`; then add `Stage("name", compute, section, validate)` to a job's
+stages and its name to the config's default `stages`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from glauber import chains
+from glauber.oracle import load_mlm, model_name, validate_model
+from gmlm import checks
+from gmlm.checks import UserError
+from gmlm.runs import RunDir
+
+
+@dataclasses.dataclass
+class Context:
+  """What a stage reads: the config, the run directory, the MLM and its tokenizer, the passages
+  (`texts`), the allowed tokens (allowed_V: candidates of a site) and `results`, the finished
+  stages' results by name. `progress` is the job's progress bar (tqdm); `shared` holds what
+  several stages load once (`ctx.load(name, make)`)."""
+
+  config: Any
+  run: RunDir
+  model: Any
+  tokenizer: Any
+  texts: list[str]
+  allowed_V: np.ndarray
+  progress: Any
+  results: dict[str, Any] = dataclasses.field(default_factory=dict)
+  shared: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def load(self, name: str, make: Callable[[], Any]) -> Any:
+    if name not in self.shared:
+      self.shared[name] = make()
+    return self.shared[name]
+
+  def candidates(self) -> np.ndarray:
+    return np.flatnonzero(self.allowed_V)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  name: str
+  compute: Callable[[Context], dict]
+  section: Callable[[dict, RunDir], str]
+  validate: Callable[[Any], None] = lambda config: None
+  work: Callable[[Any], int] = lambda config: 0  # units of the progress bar it advances
+
+
+def allowed_tokens(tokenizer, vocab_size: int, exclude_pattern: str) -> np.ndarray:
+  """allowed_V: the tokens a replacement may be (no special token, none matching the pattern)."""
+  allowed_V = np.zeros(vocab_size, bool)
+  allowed_V[
+    chains.candidate_ids(tokenizer, vocab_size, exclude_pattern=exclude_pattern or None)
+  ] = 1
+  return allowed_V
+
+
+def stage_names(config) -> list[str]:
+  return [s.strip() for s in config.stages.split(",") if s.strip()]
+
+
+def text_name(text: str) -> str:
+  return "the held-out offline English text" if text == "english" else f"`{text}`"
+
+
+def read_passages(text: str, max_passages: int) -> list[str]:
+  """ "english": the held-out sentences of glauber/mlm/english.py; else a UTF-8 file, one
+  passage per line (blank lines skipped). The first max_passages (0 = all)."""
+  if text == "english":
+    from glauber.mlm import english
+
+    try:
+      passages = [s for doc in english.corpus("held_out") for s in doc]
+    except FileNotFoundError as e:
+      raise UserError(str(e)) from None
+  else:
+    passages = [line.strip() for line in checks.read_lines(text) if line.strip()]
+  if not passages:
+    raise UserError(f"{text}: no passages (one per line)")
+  return passages[:max_passages] if max_passages else passages
+
+
+def validate(config, stages: tuple[Stage, ...]) -> None:
+  """Checks the keys every staged job reads and each selected stage's own keys; loads nothing
+  and writes nothing."""
+  validate_model(config)
+  names = checks.get(config, "stages")
+  known = [s.name for s in stages]
+  checks.check(
+    isinstance(names, str) and bool(stage_names(config)) and set(stage_names(config)) <= set(known),
+    "stages",
+    names,
+    f"a comma-separated list of the stages {', '.join(known)}",
+  )
+  text = checks.get(config, "text")
+  checks.check(
+    text == "english" or (isinstance(text, str) and os.path.isfile(text)),
+    "text",
+    text,
+    "'english' (the offline English text) or a text file, one passage per line",
+  )
+  checks.check_int(config, "max_passages", lo=0)
+  pattern = checks.get(config, "exclude_pattern")
+  checks.check(isinstance(pattern, str), "exclude_pattern", pattern, "must be a regular expression")
+  try:
+    re.compile(pattern)
+  except re.error as e:
+    raise checks.ConfigError("exclude_pattern", pattern, f"not a regular expression: {e}") from e
+  checks.check_int(config, "seed", lo=0)
+  for stage in stages:
+    if stage.name in stage_names(config):
+      stage.validate(config)
+
+
+def timed(compute: Callable[[Context], dict], ctx: Context) -> dict:
+  """compute(ctx) with its wall time in seconds added ("seconds")."""
+  t0 = time.perf_counter()
+  results = compute(ctx)
+  return {**results, "seconds": time.perf_counter() - t0}
+
+
+def run(
+  config,
+  workdir: str,
+  stages: tuple[Stage, ...],
+  title: str,
+  unit: str = "it",
+  desc: str = "stages",
+  preamble: Callable[[Context], str] | None = None,
+) -> dict:
+  """Computes the config's stages in order (each in its cell, its wall time stored as
+  "seconds"), then renders report.md (the title, `preamble(ctx)`, a section per stage) and
+  writes results.json (last). The caller has validated the config and checked for a finished
+  run."""
+  from tqdm import tqdm
+
+  model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
+  allowed_V = allowed_tokens(tokenizer, model.config.vocab_size, config.exclude_pattern)
+  rd = RunDir(workdir, config)
+  chosen = [s for s in stages if s.name in stage_names(config)]
+  total = sum(s.work(config) for s in chosen)
+  bar = tqdm(total=total, desc=desc, unit=unit, disable=not total)
+  ctx = Context(
+    config, rd, model, tokenizer, read_passages(config.text, config.max_passages), allowed_V, bar
+  )
+  for stage in chosen:  # compute every stage, then render (a section may use another's results)
+    bar.set_postfix(stage=stage.name)
+    ctx.results[stage.name] = rd.cell(stage.name, lambda: timed(stage.compute, ctx))
+  bar.close()
+  sections = [stage.section(ctx.results[stage.name], rd) for stage in chosen]
+  results = {"model": model_name(config.model), **ctx.results}
+  head = f"# {title}: {model_name(config.model)}\n\n" + (preamble(ctx) if preamble else "")
+  rd.write_report(head + "\n".join(sections))
+  rd.write_results(results)  # last: a run with results.json is finished
+  return results
