@@ -160,15 +160,36 @@ def measure(
   return out
 
 
-def _chains(key, model, tokenizer, lay, x0_BL, temperature: float, num_steps: int, every: int):
-  """tokens_RBN of Glauber chains from x0_BL, record 0 the start, then every `every` steps."""
+def _chains(
+  key, model, tokenizer, lay, x0_BL, temperature: float, num_steps: int, every: int, candidates=None
+):
+  """tokens_RBN of Glauber chains from x0_BL, record 0 the start, then every `every` steps
+  (candidates: the tokens a site may take; default every non-special token)."""
   from glauber import chains
 
   vocab_size = model.config.vocab_size
-  spec = chains.make_spec(chains.candidate_ids(tokenizer, vocab_size), vocab_size, lay, temperature)
+  if candidates is None:
+    candidates = chains.candidate_ids(tokenizer, vocab_size)
+  spec = chains.make_spec(candidates, vocab_size, lay, temperature)
   _, rec = chains.run(key, model, spec, chains.init_state(x0_BL), num_steps // every, every)
   free_BN = np.asarray(x0_BL)[:, lay.offset : lay.offset + lay.num_sites]
   return np.concatenate([free_BN[None], np.asarray(rec.tokens_RBN)])
+
+
+def seed_states(
+  tokenizer, lay, seeds: dict[str, Sequence[str]] = SEED_TEXTS, seeds_per_topic: int = 10
+) -> tuple[np.ndarray, list[str]]:
+  """(x0_BL, seed_topic_B): seeds_per_topic chains per topic, chain j of a topic starting from
+  its texts[j % len(texts)]."""
+  from glauber import init_states
+
+  x0_BL = np.concatenate(
+    [
+      init_states.from_text(tokenizer, lay, list(texts), seeds_per_topic)
+      for texts in seeds.values()
+    ]
+  )
+  return x0_BL, [topic for topic in seeds for _ in range(seeds_per_topic)]
 
 
 def simulate(
@@ -184,19 +205,11 @@ def simulate(
   record_every: int = 200,
   prefix: str = "",
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-  """(steps_R, tokens_RBN, seed_topic_B) of seeds_per_topic chains per topic, chain j of a
-  topic starting from its texts[j % len(texts)]; record 0 is the start."""
-  from glauber import init_states
+  """(steps_R, tokens_RBN, seed_topic_B) of the `seed_states` chains; record 0 is the start."""
   from glauber.layout import Layout, max_sequence_length
 
   lay = Layout.from_tokenizer(tokenizer, num_sites, prefix, max_sequence_length(model))
-  x0_BL = np.concatenate(
-    [
-      init_states.from_text(tokenizer, lay, list(texts), seeds_per_topic)
-      for texts in seeds.values()
-    ]
-  )
-  topics = [topic for topic in seeds for _ in range(seeds_per_topic)]
+  x0_BL, topics = seed_states(tokenizer, lay, seeds, seeds_per_topic)
   tokens_RBN = _chains(key, model, tokenizer, lay, x0_BL, temperature, num_steps, record_every)
   return record_every * np.arange(tokens_RBN.shape[0]), tokens_RBN, topics
 
@@ -211,6 +224,7 @@ def prefix_endpoints(
   temperature: float = 1.0,
   num_sites: int = 20,
   num_steps: int = 2_000,
+  candidates=None,
 ) -> dict[str, np.ndarray]:
   """{prefix: final free tokens_BN} of num_chains chains behind each frozen prefix, every free
   site starting as [MASK]."""
@@ -221,7 +235,9 @@ def prefix_endpoints(
   for prefix in prefixes:
     lay = Layout.from_tokenizer(tokenizer, num_sites, prefix, max_sequence_length(model))
     x0_BL = init_states.all_mask(lay, num_chains)
-    out[prefix] = _chains(key, model, tokenizer, lay, x0_BL, temperature, num_steps, num_steps)[-1]
+    out[prefix] = _chains(
+      key, model, tokenizer, lay, x0_BL, temperature, num_steps, num_steps, candidates
+    )[-1]
   return out
 
 
@@ -290,15 +306,27 @@ def section(results: dict, run: RunDir, attractor_results: dict | None = None) -
     run.savefig(figure_pca(results), "basins_pca.png")
     out.append("![PCA trajectories](basins_pca.png)\n")
   if attractor_results is not None:
-    labels = attractor_results["labels"]
-    rows = []
-    for p in attractor_results["prefixes"]:
-      top = np.argsort(p["mean_scores"])[::-1][:3]
-      mix = ", ".join(f"{labels[i]} {p['mean_scores'][i]:.2f}" for i in top)
-      example = p["examples"][0].replace("|", "\\|") if p["examples"] else ""
-      rows.append([f"`{p['prefix']}`", mix, example])
-    out += [
-      "### Prefix attractors\n",
-      markdown_table(["prefix", "top mean scores", "example"], rows),
-    ]
+    out.append(section_attractors(attractor_results))
   return "\n".join(out)
+
+
+def section_attractors(results: dict, run: RunDir | None = None) -> str:
+  """The prefix attractors: per prefix the three labels of highest mean score and an example."""
+  labels = results["labels"]
+  rows = []
+  for p in results["prefixes"]:
+    top = np.argsort(p["mean_scores"])[::-1][:3]
+    mix = ", ".join(f"{labels[i]} {p['mean_scores'][i]:.2f}" for i in top)
+    wins = ", ".join(
+      f"{label} {k}" for label, k in sorted(p["wins"].items(), key=lambda kv: -kv[1])
+    )
+    example = p["examples"][0].replace("|", "\\|") if p["examples"] else ""
+    rows.append([f"`{p['prefix']}`", mix, wins, example])
+  return "\n".join(
+    [
+      "### Prefix attractors (Appendix C.4)\n",
+      "Chains behind each frozen prefix, every free site starting as [MASK]; the topic mix of "
+      "their endpoints (mean scores, and how many endpoints each label wins).\n",
+      markdown_table(["prefix", "top mean scores", "wins", "example endpoint"], rows),
+    ]
+  )

@@ -196,6 +196,16 @@ def expected_holding(logp_XN) -> np.ndarray:
     return np.where(leave_X > 0, 1.0 / leave_X, np.inf)
 
 
+def escape_steps(steps_R, tokens_RBN, home_BN, fraction: float = 0.5) -> np.ndarray:
+  """escape_B: the first recorded step at which chain b differs from its home state home_BN
+  at >= `fraction` of the sites (+inf: not within the recording). Used to compare how long
+  samplers started inside a trap stay near it."""
+  steps_R, tokens_RBN = np.asarray(steps_R), np.asarray(tokens_RBN)
+  away_RB = (tokens_RBN != np.asarray(home_BN)[None]).mean(-1) >= fraction
+  first_B = np.argmax(away_RB, axis=0)
+  return np.where(away_RB.any(0), steps_R[first_B].astype(np.float64), np.inf)
+
+
 def neighbourhoods(c_XD, similarity: float = 0.8) -> np.ndarray:
   """label_X: connected components of the graph linking directions with cosine >= similarity
   (labels numbered in order of first appearance)."""
@@ -319,6 +329,9 @@ def _rows(traps: Sequence[dict]) -> list[list]:
   def show(v):
     return "—" if v is None else v
 
+  def vacuous(v):  # Theorem 8 bounds the exit probability by 1 / v: vacuous when v < 1
+    return "—" if v is None else ("< 1 (vacuous)" if v < 1 else v)
+
   rows = []
   for i, t in enumerate(traps, 1):
     text = t["text"] if len(t["text"]) <= 70 else t["text"][:67] + "..."
@@ -334,7 +347,7 @@ def _rows(traps: Sequence[dict]) -> list[list]:
         show(t["delta_mean"]),
         show(t["delta_min"]),
         show(t["kind"]),
-        show(t["predicted_escape"]),
+        vacuous(t["predicted_escape"]),
         show(t.get("expected_holding")),
       ]
     )

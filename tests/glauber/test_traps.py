@@ -150,3 +150,17 @@ def test_catalogue_neighbourhoods_texts_and_margin_slots(tmp_path):
   assert json.loads(json.dumps(results)) == results
   md = traps.section(results, RunDir(tmp_path))
   assert (tmp_path / "traps.png").is_file() and md.count("\n| ") == 1 + len(results["traps"])
+
+
+def test_escape_steps_is_the_first_record_that_rewrote_the_share_of_sites():
+  home_BN = np.zeros((3, 4), int)
+  tokens_RBN = np.zeros((4, 3, 4), int)
+  tokens_RBN[1, 0, :2] = 1  # chain 0: half the sites rewritten at record 1
+  tokens_RBN[2:, 0] = 1
+  tokens_RBN[3, 1, 0] = 1  # chain 1: a quarter at the end only
+  steps_R = np.array([10, 20, 30, 40])
+  esc = traps.escape_steps(steps_R, tokens_RBN, home_BN, 0.5)
+  np.testing.assert_array_equal(esc, [20, np.inf, np.inf])
+  np.testing.assert_array_equal(
+    traps.escape_steps(steps_R, tokens_RBN, home_BN, 0.25), [20, 40, np.inf]
+  )
