@@ -25,6 +25,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_sentences = 0  # 0 = every sentence of the split
   c.padir_passes = (4, 10)  # refinement passes (at most: early stopping) of the PaDIR rows
   c.num_lengths = 5  # PaDIR length candidates (# Hyp. in Table L.1)
+  # PaDIR decoders per pass count (padir.jobs.evaluate.PADIR_VARIANTS): "paper" (the released
+  # decoder), "length-prior" (+ log p(n | x) in the score), "length-prior-reset" (and drop only
+  # the positions the last pass reset).
+  c.padir_variants = ("paper", "length-prior-reset")
   c.beam_size = 5  # AR beam rows (the AR models also decode greedily)
   c.batch_size = 64  # sentences per decoding call; also the throughput batch
   c.latency_sentences = 100  # sentences timed one by one at batch 1 (p50 / p99)

@@ -47,4 +47,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.top_p = 1.0  # nucleus truncation; 1 = off
   config.rerank = "none"  # "ar": rerank candidates by an AR model's log-probability
   config.rerank_checkpoint = ""  # the AR run for rerank="ar" (same vocabulary)
+  config.length_prior = False  # add the length predictor's log p(n | x) to each score
   return config

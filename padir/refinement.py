@@ -31,6 +31,10 @@ of the kept tokens (the untempered model's, also when sampling):
     divided by lp(n) = ((5 + n) / 6) ** brevity_alpha with n kept tokens (GNMT; 0 = off).
 rerank="ar" replaces sum_i log p(Y_i) by the AR model's teacher-forced log-probability of the
 kept tokens, log p_AR(y | x) = sum_i log p_AR(y_i | y_<i, x) (fairseq's external reranker).
+length_prior adds log p(n | x), the length predictor's log-probability of the length n the
+candidate was decoded at: the score becomes a joint log-probability of length and tokens. (The
+reference's sum counts only kept tokens, so a candidate far too short, whose surplus positions
+stutter and are dropped, can outscore the right one; the length term stops that.)
 An empty hypothesis scores -inf. Each source returns its best candidate (first among ties).
 
 cache_cross: every pass reuses the decoder layers' cross-attention keys and values of the
@@ -87,6 +91,7 @@ class RefineOptions:
   top_k: int = 0  # sampling truncation (0 = off), draws.temper
   top_p: float = 1.0  # nucleus truncation (1 = off)
   rerank: Literal["none", "ar"] = "none"  # "ar": needs refine(..., ar_model=) (not in it)
+  length_prior: bool = False  # add log p(n | x) of the candidate's length n (not in it)
 
   def __post_init__(self):
     for name, allowed in (
@@ -150,6 +155,11 @@ def lowest_confidence_mask(logp_MT: Array, inside_MT: Array, num_M: Array) -> Ar
   return (rank_MT < num_M[:, None]) & inside_MT
 
 
+def length_log_probs(length_logits_BC: Array) -> Array:
+  """[B, C] log p(n | x) of the length predictor over n = 0..C-1 (length 0 excluded: EOS)."""
+  return jax.nn.log_softmax(length_logits_BC.astype(jnp.float32).at[:, 0].set(-jnp.inf), -1)
+
+
 def candidate_lengths(length_logits_BC: Array, options: RefineOptions, max_len: int) -> Array:
   """[B, G] target lengths (EOS included): the top num_lengths, each with its length_offsets
   neighbours, each of those num_starts times."""
@@ -179,16 +189,25 @@ def gnmt_penalty(length: Array, alpha: float) -> Array:
 
 
 def candidate_scores(
-  logp_MT: Array, keep_MT: Array, options: RefineOptions, ar_logp_M: Array | None = None
+  logp_MT: Array,
+  keep_MT: Array,
+  options: RefineOptions,
+  ar_logp_M: Array | None = None,
+  length_logp_M: Array | None = None,
 ) -> Array:
   """The ranking score of each candidate (module docstring) from the log-probabilities of its
-  tokens at the kept positions keep_MT (or the AR reranker's log-probabilities ar_logp_M)."""
+  tokens at the kept positions keep_MT (or the AR reranker's log-probabilities ar_logp_M), plus
+  length_logp_M, log p(n | x) of the length it was decoded at, with options.length_prior."""
   n_M = keep_MT.sum(-1).astype(jnp.float32)
   total_M = (jnp.where(keep_MT, logp_MT, 0.0)).sum(-1) if ar_logp_M is None else ar_logp_M
   if options.score == "mean":
     total_M = total_M / jnp.maximum(n_M, 1.0)
   if options.brevity_alpha:
     total_M = total_M / gnmt_penalty(n_M, options.brevity_alpha)
+  if options.length_prior:
+    if length_logp_M is None:
+      raise ValueError("length_prior=True needs the candidates' length log-probabilities")
+    total_M = total_M + length_logp_M
   return jnp.where(n_M > 0, total_M, -jnp.inf)
 
 
@@ -266,11 +285,14 @@ def refine(
   G, S = options.num_candidates, options.num_steps
   M = B * G
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  length_logits_BC = model.length_logits(enc_BSD)
   if target_length is None:
-    lengths_BG = candidate_lengths(model.length_logits(enc_BSD), options, T)
+    lengths_BG = candidate_lengths(length_logits_BC, options, T)
   else:
     lengths_BG = jnp.full((B, G), target_length, jnp.int32)
   lengths_M = lengths_BG.reshape(M)
+  length_logp_M = jnp.take_along_axis(length_log_probs(length_logits_BC), lengths_BG, -1)
+  length_logp_M = length_logp_M.reshape(M)
   inside_MT = jnp.arange(T)[None] < lengths_M[:, None]
   keys_M2 = jax.vmap(lambda k: jax.random.split(k, 2 * G))(_row_keys(key, B)).reshape(M, 2)
   if options.init == "random":
@@ -356,7 +378,7 @@ def refine(
   ar_logp_M = None
   if options.rerank == "ar":
     ar_logp_M = ar_log_prob(ar_model, inputs_BS, tokens_MT, G)
-  score_M = candidate_scores(logp_MT, keep_MT, options, ar_logp_M)
+  score_M = candidate_scores(logp_MT, keep_MT, options, ar_logp_M, length_logp_M)
   score_BG = score_M.reshape(B, G)
   best_B = jnp.argmax(score_BG, axis=-1)
   pick = lambda a_M_: a_M_.reshape(B, G, *a_M_.shape[1:])[jnp.arange(B), best_B]

@@ -63,8 +63,8 @@ class Decoder:
       )
 
 
-def _refine(model, inputs_BS, key, options):
-  out = refinement.refine_jit(model, inputs_BS, key, options)
+def _refine(model, inputs_BS, key, options, ar_model=None):
+  out = refinement.refine_jit(model, inputs_BS, key, options, ar_model)
   return out["tokens"], out["passes"].mean()
 
 
@@ -81,12 +81,17 @@ def _beam(model, inputs_BS, beam_size):
   return out["tokens"], out["steps"]
 
 
-def decode_fn(model: model_lib.Transformer, decoder: Decoder) -> Callable[..., tuple[Any, Any]]:
+def decode_fn(
+  model: model_lib.Transformer,
+  decoder: Decoder,
+  ar_model: model_lib.Transformer | None = None,
+) -> Callable[..., tuple[Any, Any]]:
   """(inputs_BS, key) -> (tokens_BT, decoder passes per source), jitted, for this model and
-  method. PaDIR tokens are the output after the options' stutter drop."""
+  method. PaDIR tokens are the output after the options' stutter drop; ar_model: the reranker
+  of options.rerank="ar"."""
   decoder.check(model)
   if decoder.kind == "padir":
-    return lambda x, key: _refine(model, x, key, decoder.options)
+    return lambda x, key: _refine(model, x, key, decoder.options, ar_model)
   if decoder.kind == "greedy":
     return lambda x, key: _greedy(model, x)
   return lambda x, key: _beam(model, x, decoder.beam_size)
@@ -115,11 +120,13 @@ def measure(
   seed: int = 0,
   throughput_batch: int = THROUGHPUT_BATCH,
   throughput_batches: int = 2,
+  ar_model: model_lib.Transformer | None = None,
 ) -> dict[str, Any]:
   """The module docstring's figures for one decoder on encoded sources [N, max_source_length]
   (EOS-terminated, PAD-padded; the first N rows are timed one by one, and full batches of
-  throughput_batch rows are cycled from them for the throughput)."""
-  fn = decode_fn(model, decoder)
+  throughput_batch rows are cycled from them for the throughput). ar_model: PaDIR's AR
+  reranker (options.rerank="ar"), its time included."""
+  fn = decode_fn(model, decoder, ar_model)
   key = jax.random.key(seed)
   compile_s, _ = _timed(fn, jnp.asarray(sources_PS[:1]), key)
   times, passes = [], []

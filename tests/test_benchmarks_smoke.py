@@ -46,3 +46,11 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   for name in ("padir-4", "ar-greedy"):
     assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
   assert re.search(r"ratio vs ar-greedy\s+ar-greedy\s+p50 1\.00x\s+p99 1\.00x", out), out
+
+
+def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
+  out = run_benchmark("padir_options.py", "--tiny", timeout=600)
+  for name in ("paper", "drop=reset", "rerank=ar"):
+    assert re.search(rf"\| {re.escape(name)} \| 5 \| [\d.]+ \| [\d.]+ \|", out), out
+  # The paper row is the reference of the difference columns: 0 BLEU and speed 1 against itself.
+  assert re.search(r"\| paper \| 5 \|( [\d.e-]+ \|){6} 0 \| 1 \|", out), out

@@ -2,7 +2,8 @@
 
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
-  num_lengths candidates, stutter reset and dropped as the paper does; AR: greedy and
+  num_lengths candidates, stutter reset and dropped as the paper does, and each of
+  padir_variants (PADIR_VARIANTS) beside it; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
@@ -30,6 +31,14 @@ from padir import attention, data, evaluate, metrics, refinement, restore, speed
 
 ENTRY_POINT = "sample.py"
 SPLITS = ("test", "valid")
+# PaDIR decoder variants (config.padir_variants): RefineOptions fields changed from the paper's.
+# "length-prior" adds log p(n | x) to each candidate's score; "-reset" also drops only the
+# positions the last pass reset (not every token that equals its noise: 1/V per position).
+PADIR_VARIANTS = {
+  "paper": {},
+  "length-prior": {"length_prior": True},
+  "length-prior-reset": {"length_prior": True, "drop": "reset"},
+}
 
 
 def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:
@@ -50,6 +59,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_choice(config, "split", SPLITS)
   checks.check_int(config, "max_sentences", lo=0)
   checks.check_ints(config, "padir_passes", lo=1)
+  variants = checks.get(config, "padir_variants")
+  checks.check(
+    isinstance(variants, (tuple, list))
+    and len(variants) > 0
+    and all(v in PADIR_VARIANTS for v in variants),
+    "padir_variants",
+    variants,
+    f"must be a non-empty tuple of {tuple(PADIR_VARIANTS)}",
+  )
   for key in ("num_lengths", "beam_size", "batch_size", "latency_sentences", "attention_sentences"):
     checks.check_int(config, key, lo=1)
   checks.check_int(config, "seed", lo=0)
@@ -74,9 +92,12 @@ def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder
   if kind == "nar":
     return [
       speed.Decoder(
-        f"padir-{p}", "padir", refinement.RefineOptions(num_steps=p, num_lengths=config.num_lengths)
+        f"padir-{p}" + ("" if v == "paper" else f"-{v}"),
+        "padir",
+        refinement.RefineOptions(num_steps=p, num_lengths=config.num_lengths, **PADIR_VARIANTS[v]),
       )
       for p in config.padir_passes
+      for v in config.get("padir_variants", ("paper",))
     ]
   return [
     speed.Decoder("ar-greedy", "greedy"),

@@ -104,6 +104,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_float(config, "brevity_alpha", lo=0)
   _check_bool(config, "early_stop")
   _check_bool(config, "cache_cross")
+  _check_bool(config, "length_prior")
   checks.check_choice(config, "remask", refinement.REMASKS)
   checks.check_float(config, "temperature", lo=0, inf_ok=True)
   checks.check_int(config, "top_k", lo=0)

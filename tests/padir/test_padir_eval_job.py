@@ -61,9 +61,9 @@ def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   results = eval_job.run(_eval_config(runs), str(workdir))
   nar, ar = results["models"]
   assert (nar["kind"], ar["kind"]) == ("nar", "ar")
-  assert [r["decoder"] for r in nar["rows"]] == ["padir-2"]
+  assert [r["decoder"] for r in nar["rows"]] == ["padir-2", "padir-2-length-prior-reset"]
   assert [r["decoder"] for r in ar["rows"]] == ["ar-greedy", "ar-beam2"]
-  assert [r["hypotheses"] for r in nar["rows"] + ar["rows"]] == [2, 1, 2]
+  assert [r["hypotheses"] for r in nar["rows"] + ar["rows"]] == [2, 2, 1, 2]
   assert 1 <= nar["rows"][0]["passes"] <= 2 and ar["rows"][0]["passes"] == 16
   # Each row holds scores in range with their signatures and its first examples against the
   # split's references (the scores themselves: test_stutter_of_the_job_is_the_metric).

@@ -118,23 +118,32 @@ def test_candidate_scores_are_the_sum_or_the_mean_with_the_gnmt_brevity_penalty(
       assert got[m] == pytest.approx(s if n else -np.inf, rel=1e-5)
 
 
-def test_the_chosen_candidate_is_the_best_under_the_chosen_score():
-  """Top-2 lengths 3 and 5; each row's token log-probability depends on its length so that the
-  sum prefers length 3, the mean length 5, and a strong brevity penalty length 5 again."""
-  peak = {3: 3.3, 5: 3.8}  # log p of a token: about -1.0 and -0.7
+PEAK = {3: 3.3, 5: 3.8}  # the length-dependent stub's token logit peaks: log p ~ -1.0, -0.7
+
+
+def _length_dependent_stub() -> Stub:
+  """Top-2 lengths 3 (length logit 2) and 5 (logit 1); every position of a row of length n
+  predicts a fixed token (EOS last) with logit PEAK[n]."""
 
   def logits_fn(x_MT):
     n_M = (x_MT != PAD).sum(-1)
-    a_M = jnp.where(n_M == 3, peak[3], peak[5])
+    a_M = jnp.where(n_M == 3, PEAK[3], PEAK[5])
     tgt_MT = jnp.where(jnp.arange(T)[None] == n_M[:, None] - 1, EOS, 10 + jnp.arange(T)[None])
     return a_M[:, None, None] * jax.nn.one_hot(tgt_MT, V)
 
-  length_logits = jnp.zeros(T + 1).at[3].set(2.0).at[5].set(1.0)
-  stub = Stub(V, T, logits_fn, length_logits)
+  return Stub(V, T, logits_fn, jnp.zeros(T + 1).at[3].set(2.0).at[5].set(1.0))
 
-  def logp(n):  # log-softmax of the peak over the predictable ids, by hand
-    allowed = V - len(tok_lib.NEVER_PREDICTED)
-    return peak[n] - np.log(np.exp(peak[n]) + allowed - 1)
+
+def _token_logp(n: int) -> float:
+  """log-softmax of PEAK[n] over the predictable ids, by hand."""
+  allowed = V - len(tok_lib.NEVER_PREDICTED)
+  return PEAK[n] - np.log(np.exp(PEAK[n]) + allowed - 1)
+
+
+def test_the_chosen_candidate_is_the_best_under_the_chosen_score():
+  """On the length-dependent stub the sum prefers length 3, the mean length 5, and a strong
+  brevity penalty length 5 again."""
+  stub, logp = _length_dependent_stub(), _token_logp
 
   scores = {
     (s, a): {n: (logp(n) * n / (n if s == "mean" else 1)) / ((5 + n) / 6) ** a for n in (3, 5)}
@@ -151,6 +160,39 @@ def test_the_chosen_candidate_is_the_best_under_the_chosen_score():
     assert int(out["lengths"][0]) == best, (score, alpha)
     assert float(out["scores"][0]) == pytest.approx(by_len[best], rel=1e-5)
     np.testing.assert_array_equal(np.asarray(out["candidate_lengths"][0]), [3, 5])
+
+
+def test_the_length_prior_adds_the_length_predictors_log_probability():
+  """score + log p(n | x) (length 0 excluded from the softmax) by hand; on the length-dependent
+  stub it turns the mean's choice (length 5) into length 3, which the predictor prefers."""
+  rng = np.random.default_rng(1)
+  logp = -rng.exponential(size=(3, T))
+  keep = np.arange(T)[None] < np.array([3, 5, 2])[:, None]
+  length_logp = np.log(rng.dirichlet(np.ones(3)))
+  for score in ("sum", "mean"):
+    opts = refinement.RefineOptions(score=score, length_prior=True)
+    got = refinement.candidate_scores(
+      jnp.asarray(logp), jnp.asarray(keep), opts, length_logp_M=jnp.asarray(length_logp)
+    )
+    plain = refinement.candidate_scores(
+      jnp.asarray(logp), jnp.asarray(keep), dataclasses.replace(opts, length_prior=False)
+    )
+    np.testing.assert_allclose(np.asarray(got), np.asarray(plain) + length_logp, rtol=1e-5)
+  with pytest.raises(ValueError, match="length log-probabilities"):
+    refinement.candidate_scores(jnp.asarray(logp), jnp.asarray(keep), opts)
+
+  stub = _length_dependent_stub()
+  token_logp = {n: _token_logp(n) for n in (3, 5)}
+  log_z = np.log(4 + np.exp(2.0) + np.exp(1.0))  # lengths 1..T: four zeros, 2 and 1
+  prior = {3: 2.0 - log_z, 5: 1.0 - log_z}
+  for length_prior, want in ((False, 5), (True, 3)):
+    options = refinement.RefineOptions(
+      num_lengths=2, score="mean", stutter="keep", drop="reset", length_prior=length_prior
+    )
+    out = jax.jit(lambda k: refinement.refine(stub, SOURCES, k, options))(jax.random.key(0))
+    assert int(out["lengths"][0]) == want
+    expected = token_logp[want] + (prior[want] if length_prior else 0.0)
+    assert float(out["scores"][0]) == pytest.approx(expected, rel=1e-5)
 
 
 def test_length_offsets_and_starts_multiply_the_candidates():
@@ -195,6 +237,7 @@ def test_cached_cross_attention_gives_the_uncached_logits():
       top_k=5,
       brevity_alpha=0.5,
       rerank="ar",
+      length_prior=True,
     ),
   ],
   ids=["defaults", "every_option"],
