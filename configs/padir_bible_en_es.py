@@ -94,7 +94,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.decode.batch_size = 32
   config.decode.num_steps = 4  # refinement steps T
   config.decode.num_lengths = 3  # length beam B_l
-  config.decode.decoder = "paper"  # PaDIR: "paper" (padir.refinement defaults) or "legacy"
+  # PaDIR: "paper" (padir.refinement defaults), a named variant of it (refinement.VARIANTS:
+  # "length-prior", "length-prior-reset") or "legacy" (our first decoder).
+  config.decode.decoder = "paper"
   config.decode.remask_stutter = True  # "legacy" only: re-mask stuttered tokens between passes
   config.decode.beam_size = 1  # AR baseline only: 1 = greedy; the paper's AR baselines use 5
   config.decode.length_penalty = 0.6  # AR beam search: score / ((5 + n) / 6) ** length_penalty

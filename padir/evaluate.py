@@ -60,13 +60,14 @@ def translate(
   beam_size: int = 1,
   length_penalty: float = 0.6,
   legacy: bool = False,
+  variant: str = "paper",
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
   The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines as the paper
   did (`refinement.RefineOptions` defaults: stutter reset to the initial noise, those positions
-  dropped, summed score, early stop) with num_steps passes over num_lengths lengths, or, with
-  legacy, as our first decoder did (`refinement.legacy_options(remask_stutter)`, repeated
+  dropped, summed score, early stop; or the named `refinement.VARIANTS[variant]` of it) with
+  num_steps passes over num_lengths lengths, or, with legacy, as our first decoder did (`refinement.legacy_options(remask_stutter)`, repeated
   tokens then collapsed when drop_stutter).
   """
   if legacy:
@@ -74,7 +75,9 @@ def translate(
       remask_stutter, num_steps=num_steps, num_lengths=num_lengths
     )
   else:
-    options = refinement.RefineOptions(num_steps=num_steps, num_lengths=num_lengths)
+    options = refinement.RefineOptions(
+      num_steps=num_steps, num_lengths=num_lengths, **refinement.VARIANTS[variant]
+    )
   out = []
   for start in range(0, len(sources), batch_size):
     n = len(sources[start : start + batch_size])
@@ -156,6 +159,7 @@ def validation_translation(
     beam_size=c.get("beam_size", 1),
     length_penalty=c.get("length_penalty", 0.6),
     legacy=c.get("decoder", "paper") == "legacy",
+    variant=c.get("decoder", "paper") if c.get("decoder", "paper") != "legacy" else "paper",
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

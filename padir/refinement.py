@@ -122,6 +122,15 @@ class RefineOptions:
 
 LEGACY = {"stutter": "keep", "drop": "none", "score": "mean", "num_lengths": 1}
 
+# Named decoders: the RefineOptions fields each changes from the paper's. "length-prior" adds
+# log p(n | x) to each candidate's score; "length-prior-reset" also drops only the positions the
+# last pass reset (not every token equal to its noise, which happens at 1/V per position).
+VARIANTS = {
+  "paper": {},
+  "length-prior": {"length_prior": True},
+  "length-prior-reset": {"length_prior": True, "drop": "reset"},
+}
+
 
 def legacy_options(remask_stutter: bool, **overrides) -> RefineOptions:
   """Our decoder before the reference's rules: stutter re-masked with [MASK] between passes

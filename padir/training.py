@@ -34,7 +34,7 @@ from gmlm import checks
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
-from padir import bible, curves, data, evaluate, losses, optim, restore, vocab
+from padir import bible, curves, data, evaluate, losses, optim, refinement, restore, vocab
 from padir import model as model_lib
 from padir import sharding as sharding_lib
 from padir import tokenizer as tokenizer_lib
@@ -81,7 +81,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   ):
     _check_bool(config, key)
   if _has(config, "decode.decoder"):
-    checks.check_choice(config, "decode.decoder", ("paper", "legacy"))
+    checks.check_choice(config, "decode.decoder", (*refinement.VARIANTS, "legacy"))
   if _has(config, "data.prepare_bible"):
     _check_bool(config, "data.prepare_bible")
   checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)

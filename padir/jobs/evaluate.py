@@ -31,14 +31,7 @@ from padir import attention, data, evaluate, metrics, refinement, restore, speed
 
 ENTRY_POINT = "sample.py"
 SPLITS = ("test", "valid")
-# PaDIR decoder variants (config.padir_variants): RefineOptions fields changed from the paper's.
-# "length-prior" adds log p(n | x) to each candidate's score; "-reset" also drops only the
-# positions the last pass reset (not every token that equals its noise: 1/V per position).
-PADIR_VARIANTS = {
-  "paper": {},
-  "length-prior": {"length_prior": True},
-  "length-prior-reset": {"length_prior": True, "drop": "reset"},
-}
+PADIR_VARIANTS = refinement.VARIANTS  # config.padir_variants
 
 
 def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:

@@ -267,3 +267,34 @@ def test_ar_rerank_score_is_the_beam_searchs_summed_log_probability():
 
   beam_scores, rescored = both(ar)
   np.testing.assert_allclose(np.asarray(rescored), np.asarray(beam_scores), rtol=1e-5)
+
+
+class _WordIds:
+  """A tokenizer stub for evaluate.translate: words are ids, ids print as words."""
+
+  def encode(self, text):
+    return [int(w) for w in text.split()]
+
+  def decode(self, ids):
+    return " ".join(str(int(i)) for i in ids if i > tok_lib.EOS_ID)
+
+
+@pytest.mark.parametrize("variant", ["paper", "length-prior-reset"])
+def test_translation_with_a_named_variant_decodes_with_its_options(variant):
+  """evaluate.translate(variant=...) (training's validation BLEU, decode.decoder) equals
+  refine with RefineOptions(**refinement.VARIANTS[variant]) on the same batch and key."""
+  from padir import evaluate
+
+  model = padir_util.tiny_model("nar")
+  sources = ["7 8 9", "10 11 12 13 14", "15"]
+  key = jax.random.key(4)
+  got = evaluate.translate(
+    model, _WordIds(), sources, key, batch_size=4, num_lengths=2, variant=variant
+  )
+  options = refinement.RefineOptions(num_steps=4, num_lengths=2, **refinement.VARIANTS[variant])
+  inputs = evaluate.encode_batch(_WordIds(), sources, 4, model.cfg.max_source_length)
+  tokens = refinement.refine_jit(model, jnp.asarray(inputs), jax.random.fold_in(key, 0), options)
+  assert got == [_WordIds().decode(row) for row in np.asarray(tokens["tokens"])[:3]]
+  if variant != "paper":  # the variant changes the output here, so the wiring is seen
+    paper = evaluate.translate(model, _WordIds(), sources, key, batch_size=4, num_lengths=2)
+    assert got != paper
