@@ -3,10 +3,12 @@
     python -m padir.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ar.py --workdir runs/padir_synthetic_ar
 
-Same data, sizes and optimizer as configs/padir_synthetic.py, a causal decoder trained with
-teacher forcing; evaluation decodes greedily (the issue's comparison: PaDIR within 1 BLEU of AR
-greedy). Budget: an AR step costs ~0.55 of a PaDIR step (README Timings, the Bible configs),
-so the 1,500 steps take an estimated 8-11 minutes on 2 quiet cores. Result: not yet run.
+Same data, sizes and optimizer as configs/padir_synthetic.py (but dropout 0.1 and 1,500 steps:
+AR needs neither more steps nor less regularisation), a causal decoder trained with teacher
+forcing; evaluation decodes greedily (the issue's comparison: PaDIR within 1 BLEU of AR
+greedy). Budget: 1,500 steps at ~2.15 steps/s on 2 quiet cores: about 12 minutes with the
+evaluations (2026-11-23). Result (runs/padir_synthetic_ar, 2026-11-23): validation BLEU (greedy)
+94.3 / 99.7 / 99.7 at steps 500 / 1,000 / 1,500, token loss 0.0015.
 """
 
 import ml_collections
