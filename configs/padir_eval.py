@@ -10,7 +10,9 @@ decoded on its corpus's `split` the way its kind decodes: PaDIR with each of `pa
 batch 1; the self- and cross-attention tables of stutter vs other adjacent pairs of the PaDIR
 outputs, Tables 4-5; figures), results.json, and one cell per checkpoint under cells/ (a killed
 run resumes at the first unfinished checkpoint). Timings mean something on a quiet machine only.
-Result: not yet run.
+Result (runs/padir_eval_synthetic, 2026-11-23, the three synthetic runs, 1,024 test pairs):
+6m20s on a quiet machine; BLEU in README (PaDIR section): AR greedy 99.89, PaDIR 84.50 with the
+paper's decoder and 99.39 with "length-prior-reset", distilled 86.92 / 99.54.
 """
 
 import ml_collections

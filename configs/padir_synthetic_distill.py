@@ -7,9 +7,12 @@
 
 The job (padir.jobs.distill) beam-decodes the training sources with the teacher's latest
 checkpoint into distill.corpus_dir once, then trains PaDIR there as configs/padir_synthetic.py
-does. Target: no worse than the undistilled PaDIR. Budget: the greedy translation of the 60k
-sources (36 decoder steps per batch of 256) is estimated at 5-10 minutes, then the PaDIR
-training as configs/padir_synthetic.py (13-20 minutes). Result: not yet run.
+does. Target: no worse than the undistilled PaDIR. Budget (2026-11-23, 2 cores): the greedy
+translation of the 60k sources ~4.6 minutes, then 3,000 PaDIR steps in 24 minutes (2.2
+steps/s). Result (runs/padir_synthetic_distill, 2026-11-23): validation BLEU with the paper's
+decoder 20.9 / 67.6 / 78.6 / 84.2 / 86.2 / 86.8 at steps 500-3,000; test BLEU (1,024 pairs,
+configs/padir_eval.py) 86.92 with the paper's decoder and 99.54 with "length-prior-reset",
+against 84.50 / 99.39 for the undistilled PaDIR and 99.89 for its AR teacher (greedy).
 """
 
 import ml_collections
