@@ -36,6 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir import data, evaluate, metrics, refinement, restore, speed  # noqa: E402
 from padir import model as model_lib  # noqa: E402
+from padir import tokenizer as tok_lib  # noqa: E402
 
 BATCH = 64
 
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     options = options_for(overrides)
     tokens, seconds = decode_all(model, ar_model, options, sources, seed=0)
     if tok is None:
-      hyps = [" ".join(str(i) for i in row if i > 3) for row in tokens]
+      hyps = [" ".join(str(i) for i in row if i >= tok_lib.NUM_SPECIAL) for row in tokens]
     else:
       hyps = [tok.decode(row) for row in tokens]
     timing = speed.measure(

@@ -27,7 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_sentences = 0  # 0 = every sentence of the split
   c.padir_passes = (4, 10)  # refinement passes (at most: early stopping) of the PaDIR rows
   c.num_lengths = 5  # PaDIR length candidates (# Hyp. in Table L.1)
-  # PaDIR decoders per pass count (padir.jobs.evaluate.PADIR_VARIANTS): "paper" (the released
+  # PaDIR decoders per pass count (padir.refinement.VARIANTS): "paper" (the released
   # decoder), "length-prior" (+ log p(n | x) in the score), "length-prior-reset" (and drop only
   # the positions the last pass reset).
   c.padir_variants = ("paper", "length-prior-reset")

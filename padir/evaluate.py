@@ -59,24 +59,25 @@ def translate(
   drop_stutter: bool = True,
   beam_size: int = 1,
   length_penalty: float = 0.6,
-  legacy: bool = False,
-  variant: str = "paper",
+  decoder: str = "paper",
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
-  The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines as the paper
-  did (`refinement.RefineOptions` defaults: stutter reset to the initial noise, those positions
-  dropped, summed score, early stop; or the named `refinement.VARIANTS[variant]` of it) with
-  num_steps passes over num_lengths lengths, or, with legacy, as our first decoder did (`refinement.legacy_options(remask_stutter)`, repeated
-  tokens then collapsed when drop_stutter).
+  The AR baseline decodes greedily (beam_size=1) or with beam search; PaDIR refines with
+  num_steps passes over num_lengths lengths as the paper did (decoder "paper":
+  `refinement.RefineOptions` defaults, stutter reset to the initial noise, those positions
+  dropped, summed score, early stop), as a named variant of it (`refinement.VARIANTS`), or, with
+  decoder "legacy", as our first decoder did (`refinement.legacy_options(remask_stutter)`,
+  repeated tokens then collapsed when drop_stutter).
   """
+  legacy = decoder == "legacy"
   if legacy:
     options = refinement.legacy_options(
       remask_stutter, num_steps=num_steps, num_lengths=num_lengths
     )
   else:
     options = refinement.RefineOptions(
-      num_steps=num_steps, num_lengths=num_lengths, **refinement.VARIANTS[variant]
+      num_steps=num_steps, num_lengths=num_lengths, **refinement.VARIANTS[decoder]
     )
   out = []
   for start in range(0, len(sources), batch_size):
@@ -158,8 +159,7 @@ def validation_translation(
     remask_stutter=c.remask_stutter,
     beam_size=c.get("beam_size", 1),
     length_penalty=c.get("length_penalty", 0.6),
-    legacy=c.get("decoder", "paper") == "legacy",
-    variant=c.get("decoder", "paper") if c.get("decoder", "paper") != "legacy" else "paper",
+    decoder=c.get("decoder", "paper"),
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

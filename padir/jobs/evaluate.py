@@ -3,7 +3,7 @@
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
-  padir_variants (PADIR_VARIANTS) beside it; AR: greedy and
+  padir_variants (refinement.VARIANTS) beside it; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
@@ -31,7 +31,6 @@ from padir import attention, data, evaluate, metrics, refinement, restore, speed
 
 ENTRY_POINT = "sample.py"
 SPLITS = ("test", "valid")
-PADIR_VARIANTS = refinement.VARIANTS  # config.padir_variants
 
 
 def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:
@@ -56,10 +55,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check(
     isinstance(variants, (tuple, list))
     and len(variants) > 0
-    and all(v in PADIR_VARIANTS for v in variants),
+    and all(v in refinement.VARIANTS for v in variants),
     "padir_variants",
     variants,
-    f"must be a non-empty tuple of {tuple(PADIR_VARIANTS)}",
+    f"must be a non-empty tuple of {tuple(refinement.VARIANTS)}",
   )
   for key in ("num_lengths", "beam_size", "batch_size", "latency_sentences", "attention_sentences"):
     checks.check_int(config, key, lo=1)
@@ -87,10 +86,12 @@ def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder
       speed.Decoder(
         f"padir-{p}" + ("" if v == "paper" else f"-{v}"),
         "padir",
-        refinement.RefineOptions(num_steps=p, num_lengths=config.num_lengths, **PADIR_VARIANTS[v]),
+        refinement.RefineOptions(
+          num_steps=p, num_lengths=config.num_lengths, **refinement.VARIANTS[v]
+        ),
       )
       for p in config.padir_passes
-      for v in config.get("padir_variants", ("paper",))
+      for v in config.padir_variants
     ]
   return [
     speed.Decoder("ar-greedy", "greedy"),

@@ -281,7 +281,7 @@ class _WordIds:
 
 @pytest.mark.parametrize("variant", ["paper", "length-prior-reset"])
 def test_translation_with_a_named_variant_decodes_with_its_options(variant):
-  """evaluate.translate(variant=...) (training's validation BLEU, decode.decoder) equals
+  """evaluate.translate(decoder=...) (training's validation BLEU, decode.decoder) equals
   refine with RefineOptions(**refinement.VARIANTS[variant]) on the same batch and key."""
   from padir import evaluate
 
@@ -289,7 +289,7 @@ def test_translation_with_a_named_variant_decodes_with_its_options(variant):
   sources = ["7 8 9", "10 11 12 13 14", "15"]
   key = jax.random.key(4)
   got = evaluate.translate(
-    model, _WordIds(), sources, key, batch_size=4, num_lengths=2, variant=variant
+    model, _WordIds(), sources, key, batch_size=4, num_lengths=2, decoder=variant
   )
   options = refinement.RefineOptions(num_steps=4, num_lengths=2, **refinement.VARIANTS[variant])
   inputs = evaluate.encode_batch(_WordIds(), sources, 4, model.cfg.max_source_length)
