@@ -180,6 +180,25 @@ def candidate_lengths(length_logits_BC: Array, options: RefineOptions, max_len: 
   return jnp.repeat(lengths_BG, options.num_starts, axis=1).astype(jnp.int32)
 
 
+def longest_candidate(
+  model: model_lib.Transformer, inputs_BS: Array, options: RefineOptions
+) -> tuple[Array, tuple[Array, Array]]:
+  """([] the longest candidate length of the batch, EOS included: what `trimmed_width` rounds;
+  the encoder's (states, mask), for refine(..., encoded=) not to encode again)."""
+  encoded = model.encode(inputs_BS)
+  T = model.cfg.max_target_length
+  return candidate_lengths(model.length_logits(encoded[0]), options, T).max(), encoded
+
+
+def trimmed_width(longest: int, max_len: int, multiple: int) -> int:
+  """The decode width for a batch whose longest candidate has `longest` positions: rounded up to
+  a multiple of `multiple` (so at most ceil(max_len / multiple) widths compile), at most
+  max_len."""
+  if multiple < 1:
+    raise ValueError(f"the width multiple must be >= 1, got {multiple}")
+  return int(min(max_len, -(-int(longest) // multiple) * multiple))
+
+
 def compact(tokens_MT: Array, keep_MT: Array, logp_MT: Array) -> tuple[Array, Array, Array]:
   """The kept tokens moved left in order, cut after the first EOS, PAD after; the mask of the
   result's positions that hold a kept token; the log-probabilities moved with their tokens."""
@@ -267,6 +286,8 @@ def refine(
   *,
   ar_model: model_lib.Transformer | None = None,
   target_length: int | None = None,
+  width: int | None = None,
+  encoded: tuple[Array, Array] | None = None,
   remask_stutter: bool | None = None,
   **overrides,
 ) -> dict[str, Array]:
@@ -276,7 +297,11 @@ def refine(
   its batch). options: RefineOptions (default: the paper's), fields overridable by keyword
   (refine(m, x, k, num_steps=10)). remask_stutter (True / False) selects our former decoder
   (legacy_options). target_length forces every candidate's length (EOS included). ar_model:
-  the AR reranker (options.rerank="ar"). Call under nnx.jit with options static.
+  the AR reranker (options.rerank="ar"). width (static): decode on the first `width` target
+  positions only, which must hold every candidate length (`trimmed_width`); the tokens equal the
+  full-width decode's (PAD positions are masked out of attention, and X(0) is drawn at full
+  width and cut), at width / T of the decoder's work. encoded: model.encode(inputs_BS) when
+  the caller has it. Call under jit with options static.
 
   Returns tokens [B, T] (the best candidate: kept tokens, EOS, then PAD), lengths [B] (its
   tokens, EOS included), scores [B], passes [B] (its decoder passes), noise [B, T] (its X(0)),
@@ -291,9 +316,12 @@ def refine(
   if options.rerank == "ar" and ar_model is None:
     raise ValueError("rerank='ar' needs refine(..., ar_model=an AR Transformer)")
   B, T, V = inputs_BS.shape[0], model.cfg.max_target_length, model.cfg.vocab_size
+  W = T if width is None else int(width)
+  if not 1 <= W <= T:
+    raise ValueError(f"width must be in [1, max_target_length={T}], got {width}")
   G, S = options.num_candidates, options.num_steps
   M = B * G
-  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS) if encoded is None else encoded
   length_logits_BC = model.length_logits(enc_BSD)
   if target_length is None:
     lengths_BG = candidate_lengths(length_logits_BC, options, T)
@@ -302,7 +330,8 @@ def refine(
   lengths_M = lengths_BG.reshape(M)
   length_logp_M = jnp.take_along_axis(length_log_probs(length_logits_BC), lengths_BG, -1)
   length_logp_M = length_logp_M.reshape(M)
-  inside_MT = jnp.arange(T)[None] < lengths_M[:, None]
+  lengths_M = jnp.minimum(lengths_M, W)  # a no-op for width=None or >= trimmed_width
+  inside_MT = jnp.arange(W)[None] < lengths_M[:, None]
   keys_M2 = jax.vmap(lambda k: jax.random.split(k, 2 * G))(_row_keys(key, B)).reshape(M, 2)
   if options.init == "random":
     noise_MT = jax.vmap(lambda k: jax.random.randint(k, (T,), tokenizer_lib.NUM_SPECIAL, V))(
@@ -310,7 +339,7 @@ def refine(
     )
   else:
     noise_MT = jnp.full((M, T), tokenizer_lib.MASK_ID)
-  x0_MT = jnp.where(inside_MT, noise_MT, tokenizer_lib.PAD_ID).astype(jnp.int32)
+  x0_MT = jnp.where(inside_MT, noise_MT[:, :W], tokenizer_lib.PAD_ID).astype(jnp.int32)
   enc_mask_MS = jnp.repeat(enc_mask_BS, G, axis=0)
   if options.cache_cross:
     fixed = jax.tree.map(lambda a: jnp.repeat(a, G, 0), model.project_encoder(enc_BSD))
@@ -370,8 +399,8 @@ def refine(
   state = RefineState(
     t=jnp.int32(0),
     x_MT=x0_MT,
-    logp_MT=jnp.zeros((M, T), jnp.float32),
-    reset_MT=jnp.zeros((M, T), bool),
+    logp_MT=jnp.zeros((M, W), jnp.float32),
+    reset_MT=jnp.zeros((M, W), bool),
     passes_M=jnp.zeros((M,), jnp.int32),
     frozen_M=jnp.zeros((M,), bool),
   )
@@ -390,6 +419,11 @@ def refine(
   score_M = candidate_scores(logp_MT, keep_MT, options, ar_logp_M, length_logp_M)
   score_BG = score_M.reshape(B, G)
   best_B = jnp.argmax(score_BG, axis=-1)
+  # back to T positions (PAD beyond the width): the shapes do not depend on the width
+  tokens_MT, x0_MT = (
+    jnp.pad(a_MW, ((0, 0), (0, T - W)), constant_values=tokenizer_lib.PAD_ID)
+    for a_MW in (tokens_MT, x0_MT)
+  )
   pick = lambda a_M_: a_M_.reshape(B, G, *a_M_.shape[1:])[jnp.arange(B), best_B]
   return {
     "tokens": pick(tokens_MT),

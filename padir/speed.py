@@ -4,7 +4,8 @@ A `Decoder` names one way to translate: PaDIR refinement (num_steps passes at mo
 length candidates), AR greedy, or AR beam search. `measure` runs it under jit on sources padded
 to the model's max_source_length (one shape: one compilation) and reports
 
-- compile_s: the wall time of the first call (compilation + one run), apart from the rest;
+- compile_s: the wall time of the first call (compilation + one run; a trimmed PaDIR decoder's
+  compiles every width), apart from the rest;
 - latency at batch 1: one call per sentence, each timed alone (wall clock, device synchronized);
   p50 and p99 over the sentences, in milliseconds;
 - throughput at batch 64: sentences per second over full batches after a warm-up call;
@@ -39,12 +40,15 @@ THROUGHPUT_BATCH = 64
 @dataclasses.dataclass(frozen=True)
 class Decoder:
   """One decoding method: kind "padir" (padir.refinement with `options`, default the paper's),
-  "greedy" or "beam" (AR models, beam_size beams)."""
+  "greedy" or "beam" (AR models, beam_size beams). PaDIR with trim = k > 0 decodes each batch at
+  the width of its longest candidate rounded up to a multiple of k (`Trimmed`), not at
+  max_target_length: the same tokens for less work."""
 
   name: str
   kind: str
   options: refinement.RefineOptions = refinement.RefineOptions()
   beam_size: int = 5
+  trim: int = 0
 
   @property
   def hypotheses(self) -> int:
@@ -62,8 +66,10 @@ class Decoder:
       )
 
 
-def _refine(model, inputs_BS, key, options, ar_model=None):
-  out = refinement.refine(model, inputs_BS, key, options, ar_model=ar_model)
+def _refine(model, inputs_BS, key, options, ar_model=None, width=None, encoded=None):
+  out = refinement.refine(
+    model, inputs_BS, key, options, ar_model=ar_model, width=width, encoded=encoded
+  )
   return out["tokens"], out["passes"].mean()
 
 
@@ -92,6 +98,45 @@ def pure_jit(fn: Callable, *models: nnx.Module) -> Callable:
   return lambda *args: run(states, *args)
 
 
+class Trimmed:
+  """PaDIR decoding at a trimmed width: one jitted call finds the batch's longest candidate
+  length (the encoder and length head), the host rounds it up to a multiple of `multiple`
+  (refinement.trimmed_width), and the refinement compiled for that width decodes. Each width
+  compiles once: `warm` compiles all of them (ceil(T / multiple)) for an input shape, so that
+  timed calls compile nothing. The tokens equal the untrimmed decode's; the cost is a
+  device-to-host read of one integer per call (the encoder's states pass on to the refinement)."""
+
+  def __init__(self, model, options, multiple: int, ar_model=None):
+    self.max_len = model.cfg.max_target_length
+    self.multiple = multiple
+    self.widths = sorted(
+      {refinement.trimmed_width(n, self.max_len, multiple) for n in range(1, self.max_len + 1)}
+    )
+    self._longest = pure_jit(lambda m, x: refinement.longest_candidate(m, x, options), model)
+    models = (model,) if ar_model is None else (model, ar_model)
+
+    def fn(width):
+      if ar_model is None:
+        return lambda m, x, key, enc: _refine(m, x, key, options, width=width, encoded=enc)
+      return lambda m, a, x, key, enc: _refine(m, x, key, options, a, width, enc)
+
+    self._by_width = {w: pure_jit(fn(w), *models) for w in self.widths}
+
+  def width(self, inputs_BS) -> int:
+    return refinement.trimmed_width(int(self._longest(inputs_BS)[0]), self.max_len, self.multiple)
+
+  def __call__(self, inputs_BS, key):
+    longest, encoded = self._longest(inputs_BS)
+    width = refinement.trimmed_width(int(longest), self.max_len, self.multiple)
+    return self._by_width[width](inputs_BS, key, encoded)
+
+  def warm(self, inputs_BS, key) -> None:
+    """Compiles every width (and the length call) for this input shape."""
+    _, encoded = self._longest(inputs_BS)
+    for f in self._by_width.values():
+      jax.block_until_ready(f(inputs_BS, key, encoded))
+
+
 def decode_fn(
   model: model_lib.Transformer,
   decoder: Decoder,
@@ -103,6 +148,8 @@ def decode_fn(
   decoder.check(model)
   if decoder.kind == "padir":
     options = decoder.options
+    if decoder.trim:
+      return Trimmed(model, options, decoder.trim, ar_model)
     if ar_model is None:
       return pure_jit(lambda m, x, key: _refine(m, x, key, options), model)
     return pure_jit(lambda m, a, x, key: _refine(m, x, key, options, a), model, ar_model)
@@ -143,7 +190,8 @@ def measure(
   reranker (options.rerank="ar"), its time included."""
   fn = decode_fn(model, decoder, ar_model)
   key = jax.random.key(seed)
-  compile_s, _ = _timed(fn, jnp.asarray(sources_PS[:1]), key)
+  warm = getattr(fn, "warm", lambda *args: fn(*args))  # Trimmed: every width
+  compile_s, _ = _timed(warm, jnp.asarray(sources_PS[:1]), key)
   times, passes = [], []
   for n in range(len(sources_PS)):
     t, (_, steps) = _timed(fn, jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n))
@@ -151,7 +199,7 @@ def measure(
     passes.append(float(steps))
   rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
   batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
-  batch_compile_s = _timed(fn, batches[0], key)[0] if throughput_batch > 1 else 0.0
+  batch_compile_s = _timed(warm, batches[0], key)[0] if throughput_batch > 1 else 0.0
   total = sum(_timed(fn, b, jax.random.fold_in(key, i))[0] for i, b in enumerate(batches))
   ms = np.asarray(times) * 1e3
   return {

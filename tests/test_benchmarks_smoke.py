@@ -43,7 +43,7 @@ def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
 def test_padir_speed_tiny_runs_and_prints_ratios():
   out = run_benchmark("padir_speed.py", "--tiny", timeout=600)
   assert re.search(r"\| padir-4 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out), out
-  for name in ("padir-4", "ar-greedy"):
+  for name in ("padir-4", "padir-4-trim8", "ar-greedy"):
     assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
   assert re.search(r"ratio vs ar-greedy\s+ar-greedy\s+p50 1\.00x\s+p99 1\.00x", out), out
 

@@ -39,3 +39,42 @@ def test_a_decoder_reads_the_models_current_parameters_not_a_stale_copy():
   after = np.asarray(decode.greedy_ar(ar, INPUTS))
   assert not np.array_equal(after, before)  # the update changes the output
   np.testing.assert_array_equal(np.asarray(fn(INPUTS, jax.random.key(0))[0]), after)
+
+
+def _short_lengths_model(longest: int):
+  """A tiny PaDIR model (targets up to 12) whose length head ranks lengths 1..longest first."""
+  nar = padir_util.tiny_model("nar", max_target_length=12)
+  head = nar.length_head
+  head.kernel[...] = jnp.zeros_like(head.kernel[...])
+  head.bias[...] = jnp.where(jnp.arange(13) <= longest, 10.0 - jnp.arange(13), -10.0)
+  return nar
+
+
+def test_trimmed_width_is_the_longest_length_rounded_up_to_the_multiple():
+  for T, k in ((12, 4), (12, 5), (36, 8), (7, 1)):
+    for n in range(1, T + 1):
+      w = refinement.trimmed_width(n, T, k)
+      assert n <= w <= T and (w == T or (w % k == 0 and w < n + k))
+
+
+def test_a_trimmed_decoder_decodes_the_full_width_tokens_at_a_smaller_width():
+  """Every option that touches positions (stutter resets, drops, remasking, sampling, the AR
+  reranker) gives the same tokens and passes at the trimmed width as at max_target_length."""
+  nar, ar = _short_lengths_model(longest=5), padir_util.tiny_model("ar", max_target_length=12)
+  inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
+  for options in (
+    refinement.RefineOptions(num_lengths=3),
+    refinement.RefineOptions(num_lengths=3, **refinement.VARIANTS["length-prior-reset"]),
+    refinement.RefineOptions(num_lengths=2, remask="confidence", num_starts=2),
+    refinement.RefineOptions(num_lengths=2, temperature=1.0, stutter="mask"),
+    refinement.RefineOptions(num_lengths=2, rerank="ar", length_offsets=3),
+  ):
+    a = ar if options.rerank == "ar" else None
+    full = speed.decode_fn(nar, speed.Decoder("f", "padir", options), a)
+    trimmed = speed.decode_fn(nar, speed.Decoder("t", "padir", options, trim=2), a)
+    assert trimmed.width(inputs) <= 4 and trimmed.widths == [2, 4, 6, 8, 10, 12]  # of 12
+    for seed in range(3):
+      key = jax.random.key(seed)
+      (t_full, p_full), (t_trim, p_trim) = full(inputs, key), trimmed(inputs, key)
+      np.testing.assert_array_equal(np.asarray(t_trim), np.asarray(t_full))
+      assert float(p_trim) == float(p_full)
