@@ -12,6 +12,12 @@ in one process. Passages are random token sequences ([CLS] w_1..w_m [SEP], m = -
   torch: per rectangle, one forward per conditional: x00 masked at i and at j (top-k, the
          replacements), then one forward per edge log-ratio (4), each a single sequence.
 
+Work: ours runs 4 one-mask rows a rectangle (the last layer and the head at the masked row
+only), torch 6 forwards (every layer and the head at every position, as transformers does). The
+ratio is (torch's FLOPs per rectangle / ours) x (ours' GFLOP/s / torch's); both rates are printed
+beside the float32 matmul peak measured in the same run, and with them the ceiling of the ratio
+on this machine: torch's FLOPs over ours, times the peak over torch's rate (ours at 100% peak).
+
 The torch loop measures ours' rectangles (same sites and replacements), so the two dR agree
 (printed as a parity check). Reports rectangles/s of each, their ratio, and peak memory: the
 process's peak RSS after each side (monotone: torch's is what it added), and on an accelerator
@@ -32,7 +38,12 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from mlm_forward import BERT_BASE, peak_rss_mb  # noqa: E402  (benchmarks/ is sys.path[0])
+from mlm_forward import (  # noqa: E402  (benchmarks/ is sys.path[0])
+  BERT_BASE,
+  flops_per_sequence,
+  matmul_peak_gflops,
+  peak_rss_mb,
+)
 
 TINY = dict(
   vocab_size=1000,
@@ -168,6 +179,10 @@ def main() -> None:
   ell_torch, t_torch = run_torch(ref, rects, a.torch_rectangles, a.top_k, device)
   rss2 = peak_rss_mb()
   n = len(ell_torch)
+  peak = max(matmul_peak_gflops(reps=3).values())
+  hf_head = 2 * (shape["hidden_size"] ** 2 + shape["hidden_size"] * shape["vocab_size"])
+  flops_ours = 4 * flops_per_sequence(shape, a.length, rows_in_last_layer=1)
+  flops_torch = 6 * (flops_per_sequence(shape, a.length) + (a.length - 1) * hf_head)
   gap = np.abs(rectangle.delta_r(ell_ours[:n]) - rectangle.delta_r(ell_torch)).max()
   ours_rate, torch_rate = a.rectangles / t_ours, n / t_torch
   print(
@@ -175,6 +190,16 @@ def main() -> None:
   )
   print(f"torch  per-edge loop         {torch_rate:10.2f} rectangles/s  ({n} rect.)")
   print(f"ratio ours/torch {ours_rate / torch_rate:.1f}x")
+  gf_ours, gf_torch = ours_rate * flops_ours / 1e9, torch_rate * flops_torch / 1e9
+  print(
+    f"work: {flops_ours / 1e9:.2f} GFLOP a rectangle (ours), {flops_torch / 1e9:.2f} (torch): "
+    f"{flops_torch / flops_ours:.2f}x; rate: ours {gf_ours:.0f} GFLOP/s ({gf_ours / peak:.0%} of "
+    f"the {peak:.0f} GFLOP/s float32 matmul peak), torch {gf_torch:.0f} ({gf_torch / peak:.0%})"
+  )
+  print(
+    f"ceiling of the ratio here (ours at 100% of peak): "
+    f"{flops_torch / flops_ours * peak / gf_torch:.1f}x"
+  )
   print(f"parity: max |dR ours - dR torch| = {gap:.2e} over {n} rectangles")
   print(
     f"peak RSS: {rss0:.0f} MiB after setup, {rss1:.0f} after ours, {rss2:.0f} after torch"
