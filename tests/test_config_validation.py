@@ -47,6 +47,7 @@ VALID = {
   ("seed", "0"): "the first seed",
   ("top_k", "0"): "0 = no top-k truncation",
   ("max_sentences", "0"): "0 = every held-out sentence",
+  ("trim", "0"): "0 = PaDIR decodes at max_target_length (no trimming)",
   ("max_passages", "0"): "0 = every passage",
   ("warmup_steps", "0"): "no warmup",
   ("train.warmup_steps", "0"): "no warmup",

@@ -7,7 +7,8 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
-  compilation apart, and throughput at batch_size;
+  compilation apart, and throughput at batch_size; PaDIR decodes at trimmed widths
+  (speed.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
 - for PaDIR, the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
   decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
 Each checkpoint is one resumable cell (cells/); results.json holds them all, report.md renders
@@ -63,6 +64,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   for key in ("num_lengths", "beam_size", "batch_size", "latency_sentences", "attention_sentences"):
     checks.check_int(config, key, lo=1)
   checks.check_int(config, "seed", lo=0)
+  checks.check_int(config, "trim", lo=0)
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -89,6 +91,7 @@ def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder
         refinement.RefineOptions(
           num_steps=p, num_lengths=config.num_lengths, **refinement.VARIANTS[v]
         ),
+        trim=config.trim,
       )
       for p in config.padir_passes
       for v in config.padir_variants
