@@ -47,7 +47,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.num_heads = 4  # paper: 8
   config.model.d_model = 256  # paper: 512
   config.model.d_ff = 1024  # paper: 2048
-  config.model.dropout_rate = 0.1
+  # 0: at ~2 epochs the runs are far from overfitting, and dropout slowed learning (AR valid
+  # BLEU 9.3 at 2,000 steps without it, 5.5 with 0.1; on the synthetic task PaDIR 72 vs 45).
+  config.model.dropout_rate = 0.0
   config.model.positional_attention = True
   # Accelerators: "bfloat16" runs matmuls and activations in bf16 over float32 master weights
   # (softmax, LayerNorm statistics and the losses stay float32); vocab_multiple=128 pads the
@@ -96,7 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.decode.num_lengths = 3  # length beam B_l
   # PaDIR: "paper" (padir.refinement defaults), a named variant of it (refinement.VARIANTS:
   # "length-prior", "length-prior-reset") or "legacy" (our first decoder).
-  config.decode.decoder = "paper"
+  config.decode.decoder = "length-prior-reset"  # the synthetic task's lesson (README, PaDIR)
   config.decode.remask_stutter = True  # "legacy" only: re-mask stuttered tokens between passes
   config.decode.beam_size = 1  # AR baseline only: 1 = greedy; the paper's AR baselines use 5
   config.decode.length_penalty = 0.6  # AR beam search: score / ((5 + n) / 6) ** length_penalty
