@@ -289,12 +289,19 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
   signatures = {r["bleu_signature"] for m in models for r in m["rows"]}
   signatures |= {r["chrf_signature"] for m in models for r in m["rows"]}
   parts.append("Signatures: " + "; ".join(f"`{s}`" for s in sorted(signatures)))
-  fig, ax = plt.subplots(figsize=(5, 3.5))
-  for m in models:
+  # A legend, not labels at the points: decoders of one model often sit on top of each other.
+  fig, ax = plt.subplots(figsize=(7, 3.5))
+  for k, m in enumerate(models):
     for r in m["rows"]:
-      ax.scatter(r["timing"]["p50_ms"], r["bleu"])
-      ax.annotate(f"{m['name']}:{r['decoder']}", (r["timing"]["p50_ms"], r["bleu"]), fontsize=7)
+      ax.scatter(
+        r["timing"]["p50_ms"],
+        r["bleu"],
+        marker="osD^v<>"[k % 7],
+        alpha=0.8,
+        label=f"{m['name']}: {r['decoder']}",
+      )
   ax.set(xlabel="p50 latency at batch 1 (ms)", ylabel="BLEU", xscale="log")
+  ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
   rd.savefig(fig, "quality_speed.png")
   parts.append("![BLEU vs latency](quality_speed.png)")
   analysed = [m for m in models if m["attention"]]
