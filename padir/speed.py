@@ -122,12 +122,16 @@ class Trimmed:
 
     self._by_width = {w: pure_jit(fn(w), *models) for w in self.widths}
 
+  def _plan(self, inputs_BS):
+    """(the width these inputs decode at, their encoder states)."""
+    longest, encoded = self._longest(inputs_BS)
+    return refinement.trimmed_width(int(longest), self.max_len, self.multiple), encoded
+
   def width(self, inputs_BS) -> int:
-    return refinement.trimmed_width(int(self._longest(inputs_BS)[0]), self.max_len, self.multiple)
+    return self._plan(inputs_BS)[0]
 
   def __call__(self, inputs_BS, key):
-    longest, encoded = self._longest(inputs_BS)
-    width = refinement.trimmed_width(int(longest), self.max_len, self.multiple)
+    width, encoded = self._plan(inputs_BS)
     return self._by_width[width](inputs_BS, key, encoded)
 
   def warm(self, inputs_BS, key) -> None:
