@@ -9,19 +9,18 @@ the issue's target is PaDIR (4 passes, 5 lengths) within 1 BLEU of AR greedy
 (configs/padir_synthetic_ar.py) and the distilled PaDIR (configs/padir_synthetic_distill.py) no
 worse. Evaluate the three with configs/padir_eval.py.
 
-Budget: 1.6M parameters, batch 64 x 36 tokens; 3,000 steps at ~2.05 steps/s on 2 quiet cores,
-about 25 minutes with the evaluations (2026-11-23; the issue sized the task for 20). Shorter
-schedules miss the target (quiet, 2026-11-23/24: 0.46 s a step with the evaluations;
-test BLEU on the 1,024 pairs, length-prior-reset / paper's decoder, AR greedy 99.89):
---config.train.num_train_steps=2000, 15.1 min: 95.76 / 77.47; 2500, 19.1 min: 98.49 / 81.63
-(1.4 BLEU short); 3,000 here would take ~23 min. The learning-rate schedule ends with the run,
-so a short run is not the long run's checkpoint (step 2,000 of the 3,000-step run: 98.9).
-Result (runs/padir_synthetic, 2026-11-23): validation BLEU with the paper's decoder 15.8 / 71.6
-/ 79.8 / 81.2 / 82.4 / 83.7 at steps 500-3,000 (token loss 0.007, length accuracy 0.996 at the
-end); on the 1,024 test pairs (benchmarks/padir_options.py) 84.5 with the paper's decoder and
-99.4 with the length prior and drop="reset" (decode.decoder = "length-prior-reset", which this
-config's validation now uses), against 99.89 for AR greedy (configs/padir_synthetic_ar.py).
-With dropout 0.1 (the Bible configs' value) the same model reached 44.8 at step 1,000.
+Budget: 1.6M parameters, batch 64 x 36 tokens; 2,000 steps at peak learning rate 5e-3 in 14.2
+minutes with the evaluations on 2 quiet cores (2026-11-24; 0.43 s a step), inside the issue's
+20. Result (runs/padir_synthetic, 2026-11-24): validation BLEU (length-prior-reset, 256 pairs)
+61.2 / 96.1 / 98.9 / 99.5 at steps 500-2,000 (token loss 0.0067, length accuracy 0.996 at the
+end); test BLEU on the 1,024 pairs (configs/padir_eval.py) 99.53 with "length-prior-reset"
+(decode.decoder, which validation uses) and 84.53 with the paper's decoder, against 99.89 for
+AR greedy (configs/padir_synthetic_ar.py): within 1 BLEU.
+How the schedule was found (quiet, test BLEU length-prior-reset / paper's): the earlier peak
+3e-3 needed 3,000 steps (~25 min; 99.39 / 84.50); with 3e-3, 2,000 steps (15.1 min) gave
+95.76 / 77.47 and 2,500 (19.1 min) 98.49 / 81.63, short of the target. At 5e-3 the validation
+BLEU at step 500 is 61 (3e-3: 19). With dropout 0.1 (the Bible configs' value) the 3e-3 model
+reached 44.8 at step 1,000.
 """
 
 import ml_collections
@@ -50,9 +49,9 @@ def get_config() -> ml_collections.ConfigDict:
 
   t = config.train
   t.batch_size = 64
-  t.num_train_steps = 3_000  # PaDIR learns slower than AR (which converges by 1,000)
+  t.num_train_steps = 2_000  # PaDIR learns slower than AR (which converges by 1,000)
   t.warmup_steps = 150
-  t.peak_lr = 3e-3
+  t.peak_lr = 5e-3  # 3e-3 needed 3,000 steps (~25 min) for the target (header)
   t.log_every = 100
   t.eval_every = 500
   t.eval_batches = 4
