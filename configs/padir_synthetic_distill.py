@@ -14,9 +14,9 @@ Result (runs/padir_synthetic_distill, 2026-11-24): validation BLEU (length-prior
 99.13 with "length-prior-reset" and 83.65 with the paper's decoder, against 99.53 / 84.53 for
 the undistilled PaDIR and 99.89 for its AR teacher (greedy): within 1 BLEU of the teacher, 0.4
 below the undistilled run (the teacher's output is nearly the reference here, so the two
-probably differ by training noise; not tested). The earlier schedule (3,000 steps at peak 3e-3, 24 minutes) gave
-99.54 / 86.92 against the undistilled 99.39 / 84.50; at 2,000 steps with 3e-3, 95.64 / 79.57
-against 95.76 / 77.47.
+probably differ by training noise; not tested). The earlier schedule (3,000 steps at peak 3e-3,
+24 minutes) gave 99.54 / 86.92 against the undistilled 99.39 / 84.50; at 2,000 steps with 3e-3,
+95.64 / 79.57 against 95.76 / 77.47.
 """
 
 import ml_collections
