@@ -40,4 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
   # (padir.speed.Trimmed: the same tokens, less work; each width compiles once); 0: always at
   # max_target_length.
   c.trim = 8
+  # Paired-bootstrap resamples of the report's BLEU comparisons (padir.metrics.paired_bootstrap;
+  # every row against the first AR greedy row, and each decoder across models); 0: none.
+  c.bootstrap_resamples = 1000
   return c

@@ -48,6 +48,7 @@ VALID = {
   ("top_k", "0"): "0 = no top-k truncation",
   ("max_sentences", "0"): "0 = every held-out sentence",
   ("trim", "0"): "0 = PaDIR decodes at max_target_length (no trimming)",
+  ("bootstrap_resamples", "0"): "0 = no paired-bootstrap comparisons in the report",
   ("max_passages", "0"): "0 = every passage",
   ("warmup_steps", "0"): "no warmup",
   ("train.warmup_steps", "0"): "no warmup",

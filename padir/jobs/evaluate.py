@@ -11,8 +11,13 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   (speed.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
 - for PaDIR, the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
   decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
-Each checkpoint is one resumable cell (cells/); results.json holds them all, report.md renders
-them (Table L.1 format, the two attention tables, figures).
+Each checkpoint is one resumable cell (cells/); its hypotheses go to hypotheses/ (one line per
+sentence: K_NAME.DECODER.txt, the references as K_NAME.reference.txt, K the checkpoint's place
+in the list). results.json holds them all, report.md renders them (Table L.1 format, the two
+attention tables, figures) with paired-bootstrap comparisons (padir.metrics.paired_bootstrap,
+bootstrap_resamples resamples) of rows decoded on the same sentences: every row against the
+baseline (the first AR greedy row, else the first row), and each model's row against the same
+decoder of the first model that has it.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_int(config, key, lo=1)
   checks.check_int(config, "seed", lo=0)
   checks.check_int(config, "trim", lo=0)
+  checks.check_int(config, "bootstrap_resamples", lo=0)
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -123,8 +129,32 @@ def translate(
   return hyps, float(np.mean(passes))
 
 
-def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """The quality, speed and (PaDIR) attention results of one training run directory."""
+HYPOTHESES = "hypotheses"
+
+
+def hypotheses_file(index: int, name: str, decoder: str) -> str:
+  """Where the job writes a row's hypotheses ("reference" for the references), run-relative."""
+  return f"{HYPOTHESES}/{index}_{name}.{decoder}.txt"
+
+
+def _write_lines(rd: RunDir, name: str, lines: list[str]) -> None:
+  """One sentence per line (a line break inside a sentence becomes a space)."""
+  rd.write_text(name, "".join(" ".join(line.splitlines()) + "\n" for line in lines))
+
+
+def _read_lines(rd: RunDir, name: str) -> list[str] | None:
+  if not rd.exists(name):
+    return None
+  with open(rd.file(name), encoding="utf-8", newline="") as f:
+    return f.read().split("\n")[:-1]
+
+
+def evaluate_checkpoint(
+  config: ml_collections.ConfigDict, workdir: str, rd: RunDir, index: int
+) -> dict[str, Any]:
+  """The quality, speed and (PaDIR) attention results of one training run directory; its
+  hypotheses and references go to rd's hypotheses/ (hypotheses_file)."""
+  name = os.path.basename(os.path.normpath(workdir))
   model, tok, tconf = restore.load_model(workdir)
   d = tconf.data
   pairs = data.read_split(d.corpus_dir, config.split, d.source_lang, d.target_lang)
@@ -134,9 +164,11 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
   key = jax.random.key(config.seed)
   kind = model.cfg.decoder
   rows, attention_stats = [], None
+  _write_lines(rd, hypotheses_file(index, name, "reference"), references)
   for i, dec in enumerate(decoders(config, kind)):
     fn = speed.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
+    _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)
     bleu = metrics.bleu(hyps, references, d.target_lang)
     chrf = metrics.chrf(hyps, references)
     timing = speed.measure(
@@ -168,7 +200,9 @@ def evaluate_checkpoint(config: ml_collections.ConfigDict, workdir: str) -> dict
       attention_stats = analyse_attention(model, dec, inputs_PS, config, key)
   return {
     "workdir": workdir,
-    "name": os.path.basename(os.path.normpath(workdir)),
+    "name": name,
+    "index": index,
+    "target_lang": d.target_lang,
     "kind": kind,
     "sentences": len(sources),
     "split": config.split,
@@ -197,15 +231,67 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   rd = RunDir(workdir, config)
   try:
     models = [
-      rd.cell(f"checkpoint_{i}", lambda d=d: evaluate_checkpoint(config, d))
+      rd.cell(f"checkpoint_{i}", lambda d=d, i=i: evaluate_checkpoint(config, d, rd, i))
       for i, d in enumerate(checkpoint_dirs(config))
     ]
-    results = {"models": models}
+    results = {"models": models, "significance": significance(rd, models, config)}
     rd.write_results(results)
     render(rd, results)
     return results
   finally:
     rd.close()
+
+
+def comparisons(models: list[dict]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+  """(row A, row B) pairs as (model index, row index), A compared against B: every row against
+  the baseline (the first "ar-greedy" row, else the first row), then each model's row against
+  the row of the same decoder in the first model that has it. Rows of different sentences are
+  filtered out later (paired needs the same references)."""
+  rows = [(m, r) for m, model in enumerate(models) for r in range(len(model["rows"]))]
+  decoder = {(m, r): models[m]["rows"][r]["decoder"] for m, r in rows}
+  greedy = [x for x in rows if decoder[x] == "ar-greedy"]
+  baseline = (greedy or rows)[0]
+  pairs = [(x, baseline) for x in rows if x != baseline]
+  for x in rows:
+    first = next(y for y in rows if decoder[y] == decoder[x])
+    if first[0] != x[0] and (x, first) not in pairs:
+      pairs.append((x, first))
+  return pairs
+
+
+def significance(rd: RunDir, models: list[dict], config) -> list[dict[str, Any]]:
+  """Paired bootstrap of each comparisons() pair whose two rows' hypotheses are on disk and
+  were decoded on the same references (a cell from before hypotheses/ existed has none)."""
+  if not config.bootstrap_resamples:
+    return []
+
+  def lines(m: int, decoder: str) -> list[str] | None:
+    model = models[m]
+    return _read_lines(rd, hypotheses_file(model.get("index", m), model["name"], decoder))
+
+  out = []
+  for (ma, ra), (mb, rb) in comparisons(models):
+    a, b = models[ma]["rows"][ra], models[mb]["rows"][rb]
+    refs_a, refs_b = lines(ma, "reference"), lines(mb, "reference")
+    hyps_a, hyps_b = lines(ma, a["decoder"]), lines(mb, b["decoder"])
+    if None in (refs_a, hyps_a, hyps_b) or refs_a != refs_b:
+      continue
+    res = metrics.paired_bootstrap(
+      hyps_a,
+      hyps_b,
+      refs_a,
+      models[ma].get("target_lang", "en"),
+      resamples=config.bootstrap_resamples,
+      seed=config.seed,
+    )
+    out.append(
+      {
+        "a": f"{models[ma]['name']}: {a['decoder']}",
+        "b": f"{models[mb]['name']}: {b['decoder']}",
+        **dataclasses.asdict(res),
+      }
+    )
+  return out
 
 
 # ----------------------------------------------------------------------------- report
@@ -289,6 +375,24 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
   signatures = {r["bleu_signature"] for m in models for r in m["rows"]}
   signatures |= {r["chrf_signature"] for m in models for r in m["rows"]}
   parts.append("Signatures: " + "; ".join(f"`{s}`" for s in sorted(signatures)))
+  tests = results.get("significance") or []
+  if tests:
+    parts.append(
+      f"Paired bootstrap (Koehn 2004; {tests[0]['resamples']} resamples of the sentences, "
+      "padir.metrics.paired_bootstrap): BLEU(A) - BLEU(B) on the same sentences, its "
+      f"{tests[0]['level']:.0%} percentile interval and the two-sided p-value of no difference."
+    )
+    parts.append(
+      markdown_table(
+        ["A", "B", "BLEU A", "BLEU B", "A - B", "interval", "p"],
+        [
+          [t["a"], t["b"], t["bleu_a"], t["bleu_b"], t["delta"]]
+          + [f"[{t['low']:.2f}, {t['high']:.2f}]", t["p_value"]]
+          for t in tests
+        ],
+        digits=4,
+      )
+    )
   # A legend, not labels at the points: decoders of one model often sit on top of each other.
   fig, ax = plt.subplots(figsize=(7, 3.5))
   for k, m in enumerate(models):

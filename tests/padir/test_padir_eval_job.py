@@ -84,6 +84,26 @@ def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   assert "(Table 4)" in report and "(Table 5)" in report
   assert (workdir / "quality_speed.png").is_file() and (workdir / "attention.png").is_file()
   assert json.loads((workdir / "results.json").read_text()) == results
+  # Each row's hypotheses are on disk, one line per sentence, beside the references; the
+  # paired bootstrap compares every other row with the AR greedy row on them.
+  names = [os.path.basename(r) for r in runs]
+  assert (workdir / "hypotheses" / f"0_{names[0]}.reference.txt").read_text().splitlines() == refs
+  for k, m in enumerate((nar, ar)):
+    for row in m["rows"]:
+      lines = (workdir / eval_job.hypotheses_file(k, names[k], row["decoder"])).read_text()
+      assert len(lines.splitlines()) == 6
+      assert lines.splitlines()[:3] == [e["hypothesis"] for e in row["examples"]]
+  tests = results["significance"]
+  assert [(t["a"], t["b"]) for t in tests] == [
+    (f"{names[0]}: padir-2", f"{names[1]}: ar-greedy"),
+    (f"{names[0]}: padir-2-length-prior-reset", f"{names[1]}: ar-greedy"),
+    (f"{names[1]}: ar-beam2", f"{names[1]}: ar-greedy"),
+  ]
+  for t, row in zip(tests, nar["rows"] + ar["rows"][1:]):
+    assert t["bleu_a"] == pytest.approx(row["bleu"]) and t["resamples"] == 1000
+    assert t["bleu_b"] == pytest.approx(ar["rows"][0]["bleu"])
+    assert t["low"] <= t["delta"] <= t["high"] and 0 < t["p_value"] <= 1
+  assert "Paired bootstrap (Koehn 2004" in report and "| A | B | BLEU A |" in report
   # A rerun reads the cells back instead of decoding again.
   cell = workdir / "cells" / "checkpoint_0.json"
   stored = json.loads(cell.read_text())
@@ -115,3 +135,50 @@ def test_missing_or_malformed_checkpoints_are_refused_before_writing(tmp_path, r
   with pytest.raises(ConfigError, match="config.checkpoints="):
     eval_job.run(c, str(tmp_path / "eval"))
   assert not (tmp_path / "eval").exists()
+
+
+def _models(*decoders_per_model):
+  return [
+    {"name": f"m{k}", "index": k, "rows": [{"decoder": d} for d in decoders]}
+    for k, decoders in enumerate(decoders_per_model)
+  ]
+
+
+def test_comparisons_pair_every_row_with_the_baseline_and_each_decoder_across_models():
+  """Hand-written: two PaDIR models with the same decoders and an AR model between them."""
+  models = _models(("padir-4", "padir-10"), ("ar-greedy", "ar-beam5"), ("padir-4", "padir-10"))
+  assert eval_job.comparisons(models) == [
+    ((0, 0), (1, 0)),
+    ((0, 1), (1, 0)),
+    ((1, 1), (1, 0)),
+    ((2, 0), (1, 0)),
+    ((2, 1), (1, 0)),
+    ((2, 0), (0, 0)),
+    ((2, 1), (0, 1)),
+  ]
+  # Without an AR greedy row the first row is the baseline; a pair is never listed twice.
+  assert eval_job.comparisons(_models(("padir-4",), ("padir-4",))) == [((1, 0), (0, 0))]
+
+
+def test_rows_on_different_sentences_or_without_hypotheses_are_not_compared(tmp_path):
+  """significance() pairs only rows decoded on the same references whose files exist."""
+  config = padir_eval.get_config()
+  config.bootstrap_resamples = 20
+  rd = RunDir(tmp_path / "eval")
+  models = _models(("ar-greedy",), ("padir-4",), ("padir-4",), ("padir-10",))
+  refs = ["the cat sat", "a dog ran off", "it is here"]
+  for k, model in enumerate(models):
+    other = ["no such thing"] * 3 if k == 2 else refs  # model 2: another corpus
+    eval_job._write_lines(rd, eval_job.hypotheses_file(k, model["name"], "reference"), other)
+    if k != 3:  # model 3: a cell from before hypotheses/ existed
+      hyps = refs if k == 0 else ["the cat cat", "a dog ran", "it here"]
+      decoder = model["rows"][0]["decoder"]
+      eval_job._write_lines(rd, eval_job.hypotheses_file(k, model["name"], decoder), hyps)
+  tests = eval_job.significance(rd, models, config)
+  assert [(t["a"], t["b"]) for t in tests] == [("m1: padir-4", "m0: ar-greedy")]
+  assert tests[0]["bleu_a"] == pytest.approx(
+    metrics.bleu(["the cat cat", "a dog ran", "it here"], refs, "en").score
+  )
+  assert tests[0]["bleu_b"] == pytest.approx(100.0) and tests[0]["resamples"] == 20
+  config.bootstrap_resamples = 0
+  assert eval_job.significance(rd, models, config) == []
