@@ -18,16 +18,20 @@ from configs import padir_bible_en_es, padir_translate
 from gmlm import cli, runs
 from gmlm.checkpoints import Checkpoints
 from gmlm.checks import ConfigError
+from padir import decode, refinement, restore, speed
 from padir import model as model_lib
-from padir import refinement, restore
 from padir import tokenizer as tok_lib
+from padir.jobs import translate as translate_job
 
 L = 8  # maximum source and target length
 
 
-def make_run(directory, decoder: str = "nar", job: str = "padir.jobs.train") -> str:
+def make_run(
+  directory, decoder: str = "nar", job: str = "padir.jobs.train", short: bool = False
+) -> str:
   """A training run directory as train.py leaves it: config.json, the vocabulary it names and
-  a checkpoint of a random tiny model."""
+  a checkpoint of a random tiny model; short: its length head ranks lengths 0..3 first, so
+  PaDIR's candidates are short and decode trimmed."""
   directory.mkdir(parents=True)
   texts = [f"{a} {b}" for a, b in zip(padir_util.EN, padir_util.ES)] * 4
   vocab = str(directory / "spm.model")
@@ -42,6 +46,10 @@ def make_run(directory, decoder: str = "nar", job: str = "padir.jobs.train") -> 
   model = model_lib.Transformer(
     model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(0)
   )
+  if short:
+    head = model.length_head
+    head.kernel[...] = jnp.zeros_like(head.kernel[...])
+    head.bias[...] = jnp.where(jnp.arange(L + 1) <= 3, 10.0 - jnp.arange(L + 1), -10.0)
   ckpt = Checkpoints(directory / restore.CHECKPOINTS)
   ckpt.save(1, {"params": nnx.state(model, nnx.Param)})
   ckpt.close()
@@ -54,12 +62,15 @@ def _config(checkpoint: str, **overrides) -> ml_collections.ConfigDict:
   return c
 
 
-def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_path, capsys):
-  ckpt = make_run(tmp_path / "padir")
+@pytest.mark.parametrize("trim", [0, 2, 8])
+def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_path, capsys, trim):
+  """trim: 0 decodes at max_target_length, 2 at the batch's longest candidate rounded up to
+  even (speed.Trimmed: below L here), 8 = L: the same tokens each way."""
+  ckpt = make_run(tmp_path / "padir", short=True)
   lines = ["the man", "", "the king " * 20, "a woman"]
   (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
   config = _config(
-    ckpt, input=str(tmp_path / "in.txt"), output=str(tmp_path / "out.txt"), batch_size=4
+    ckpt, input=str(tmp_path / "in.txt"), output=str(tmp_path / "out.txt"), batch_size=4, trim=trim
   )
   results = cli.run(config, str(tmp_path / "work"), "sample.py")
   err = capsys.readouterr().err
@@ -78,6 +89,9 @@ def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_pa
   keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(0), i))(jnp.array([0, 3, 3, 3]))
   tokens = refinement.refine_jit(model, jnp.asarray(inputs), keys, refinement.RefineOptions())
   assert [out[0], out[3]] == [tok.decode(np.asarray(tokens["tokens"][b])) for b in (0, 1)]
+  if trim == 2:  # the batch really decoded at a smaller width
+    trimmed = speed.Trimmed(model, translate_job.options(config), trim)
+    assert trimmed.width(jnp.asarray(inputs)) < L
 
 
 def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
@@ -95,3 +109,32 @@ def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
   with pytest.raises(ConfigError, match="has no checkpoint"):
     cli.prepare(_config(str(foreign)), str(work), "sample.py")
   assert not work.exists()
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_ar_checkpoints_decode_greedily_or_by_beam(tmp_path, beam_size):
+  """The CLI's AR output equals padir.decode's greedy / beam search run directly on the same
+  (padded) batch: a batch of 2 lines, the second repeated to fill batch_size 3."""
+  ckpt = make_run(tmp_path / "ar", decoder="ar")
+  lines = ["the man", "a woman"]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  config = _config(
+    ckpt,
+    input=str(tmp_path / "in.txt"),
+    output=str(tmp_path / "out.txt"),
+    batch_size=3,
+    beam_size=beam_size,
+  )
+  cli.run(config, str(tmp_path / "work"), "sample.py")
+  out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:2]
+  model, tok, _ = restore.load_model(ckpt)
+  inputs = np.zeros((3, L), np.int32)
+  for b, text in enumerate(lines + lines[-1:]):
+    ids = tok.encode(text) + [tok_lib.EOS_ID]
+    inputs[b, : len(ids)] = ids
+  if beam_size == 1:
+    tokens = decode.greedy_ar(model, jnp.asarray(inputs))
+  else:
+    tokens = decode.beam_search(model, jnp.asarray(inputs), beam_size, length_penalty=0.6)
+    tokens = tokens["tokens"]
+  assert out == [tok.decode(np.asarray(tokens[b])) for b in range(2)]
