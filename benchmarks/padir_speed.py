@@ -11,7 +11,10 @@ the first --sentences lines of the test split of the --nar run's corpus. Prints,
 the decoder passes, latency at batch 1 (p50, p99; compilation reported apart), throughput at
 batch 64, the speedups over AR greedy (> 1: faster) and the peak memory. The issue's targets
 (PaDIR 4 passes: >= 2x lower p50 and >= 3x lower p99 than AR greedy) are read off the
-"p50 speedup" and "p99 speedup" columns. Time it on a quiet machine only.
+"p50 speedup" and "p99 speedup" columns. A last line splits PaDIR-4's batch-1 time into the
+encoder, one decoder pass over the candidates and the loop's passes (speed.breakdown), and
+gives the floor no stopping rule can beat: the encoder and two passes. Time it on a quiet
+machine only.
 """
 
 from __future__ import annotations
@@ -129,9 +132,19 @@ def main(argv=None) -> int:
     )
   params = {name: results[name]["parameters"] for name in results}
   print("parameters:", params)
+  parts = speed.breakdown(models["nar"], refinement.RefineOptions(), sources)
+  print(
+    f"padir-4 at batch 1, where the time goes (speed.breakdown, medians over "
+    f"{parts['sentences']} sources): encoder {parts['encoder_ms']:.2f} ms; one pass over "
+    f"{parts['candidates']} candidates x {parts['width']:.1f} positions {parts['pass_ms']:.2f} ms;"
+    f" loop passes {parts['steps']:.2f} (the chosen candidate's {parts['passes']:.2f}); "
+    f"encoder + passes x pass = {parts['model_ms']:.2f} ms (measured p50 "
+    f"{results['padir-4']['p50_ms']:.2f} ms); the floor, encoder + 2 passes = "
+    f"{parts['floor_ms']:.2f} ms, against AR greedy's p50 {results['ar-greedy']['p50_ms']:.2f} ms"
+  )
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"results": results, "speedups": speedups}, f, indent=2)
+      json.dump({"results": results, "speedups": speedups, "breakdown": parts}, f, indent=2)
   return 0
 
 

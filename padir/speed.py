@@ -220,6 +220,72 @@ def measure(
   }
 
 
+def breakdown(
+  model: model_lib.Transformer,
+  options: refinement.RefineOptions,
+  sources_PS: np.ndarray,
+  *,
+  multiple: int = 8,
+  repeats: int = 5,
+  seed: int = 0,
+) -> dict[str, Any]:
+  """Where a PaDIR decode's time goes at batch 1, source by source (medians over the sources,
+  each call timed `repeats` times, its median kept; compilation excluded):
+
+  - encoder_ms: the encoder and the length head;
+  - pass_ms: one decoder pass over the source's G candidates at its trimmed width (its longest
+    candidate rounded up to `multiple`, as `Trimmed` decodes), cross-attention projected
+    beforehand as refinement does once per decode;
+  - steps: the refinement loop's passes, which run until EVERY candidate stops changing (or
+    num_steps), and passes: the chosen candidate's (what `measure` reports);
+  - model_ms: encoder_ms + steps x pass_ms, the decode these parts add up to;
+  - floor_ms: encoder_ms + 2 x pass_ms, the least a decode with early stopping can cost (the
+    second pass is the one that finds no change): the bound a faster stopping rule could reach.
+  """
+  G, T = options.num_candidates, model.cfg.max_target_length
+  encode = pure_jit(lambda m, x: m.encode(x), model)
+  run = pure_jit(lambda m, x, k: refinement.refine(m, x, k, options), model)
+  project = pure_jit(lambda m, enc: m.project_encoder(jnp.repeat(enc, G, 0)), model)
+  one_pass = pure_jit(lambda m, h, mask, fixed: m.decode(h, None, mask, fixed=fixed), model)
+  key = jax.random.key(seed)
+
+  def timed_ms(fn, *args) -> float:
+    jax.block_until_ready(fn(*args))  # compiles a new shape outside the timing
+    return 1e3 * float(np.median([_timed(fn, *args)[0] for _ in range(repeats)]))
+
+  rows = []
+  for n in range(len(sources_PS)):
+    x_1S = jnp.asarray(sources_PS[n : n + 1])
+    out = run(x_1S, jax.random.fold_in(key, n))
+    width = refinement.trimmed_width(int(out["candidate_lengths"].max()), T, multiple)
+    enc_1SD, mask_1S = encode(x_1S)
+    hyp_GW = jnp.full((G, width), tokenizer_lib.NUM_SPECIAL, jnp.int32)
+    mask_GS = jnp.repeat(mask_1S, G, 0)
+    fixed = project(enc_1SD)
+    rows.append(
+      {
+        "encoder_ms": timed_ms(encode, x_1S),
+        "pass_ms": timed_ms(one_pass, hyp_GW, mask_GS, fixed),
+        "steps": int(out["steps"]),
+        "passes": int(out["passes"][0]),
+        "width": width,
+      }
+    )
+  med = lambda k: float(np.median([r[k] for r in rows]))
+  mean = lambda k: float(np.mean([r[k] for r in rows]))
+  return {
+    "sentences": len(rows),
+    "candidates": G,
+    "encoder_ms": med("encoder_ms"),
+    "pass_ms": med("pass_ms"),
+    "width": mean("width"),
+    "steps": mean("steps"),
+    "passes": mean("passes"),
+    "model_ms": float(np.median([r["encoder_ms"] + r["steps"] * r["pass_ms"] for r in rows])),
+    "floor_ms": float(np.median([r["encoder_ms"] + 2 * r["pass_ms"] for r in rows])),
+  }
+
+
 def ratios(results: dict[str, dict[str, Any]], baseline: str) -> dict[str, dict[str, float]]:
   """Per decoder: baseline p50 / its p50, baseline p99 / its p99, its throughput / baseline's
   (> 1: this decoder is faster than the baseline)."""

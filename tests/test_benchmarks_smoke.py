@@ -46,6 +46,11 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   for name in ("padir-4", "padir-4-trim8", "ar-greedy"):
     assert re.search(rf"ratio vs ar-greedy\s+{name}\s+p50 \d+\.\d+x\s+p99 \d+\.\d+x", out), out
   assert re.search(r"ratio vs ar-greedy\s+ar-greedy\s+p50 1\.00x\s+p99 1\.00x", out), out
+  assert re.search(
+    r"padir-4 at batch 1, where the time goes .* the floor, encoder \+ 2 passes = "
+    r"[\d.]+ ms, against AR greedy's p50 [\d.]+ ms",
+    out,
+  ), out
 
 
 def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():

@@ -387,7 +387,7 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
         ["A", "B", "BLEU A", "BLEU B", "A - B", "interval", "p"],
         [
           [t["a"], t["b"], t["bleu_a"], t["bleu_b"], t["delta"]]
-          + [f"[{t['low']:.2f}, {t['high']:.2f}]", t["p_value"]]
+          + [f"[{t['low']:.3g}, {t['high']:.3g}]", t["p_value"]]
           for t in tests
         ],
         digits=4,

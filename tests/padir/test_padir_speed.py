@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import padir_util
+import pytest
 from flax import nnx
 
 from padir import decode, refinement, speed
@@ -78,3 +79,27 @@ def test_a_trimmed_decoder_decodes_the_full_width_tokens_at_a_smaller_width():
       (t_full, p_full), (t_trim, p_trim) = full(inputs, key), trimmed(inputs, key)
       np.testing.assert_array_equal(np.asarray(t_trim), np.asarray(t_full))
       assert float(p_trim) == float(p_full)
+
+
+def test_breakdown_counts_the_loop_passes_and_times_its_parts():
+  """speed.breakdown on the short-length model: the loop's passes and the chosen candidate's
+  are refine's own, each width is the source's longest candidate rounded up to the multiple,
+  and the parts add up as documented (one source: the medians are its values)."""
+  nar = _short_lengths_model(longest=5)
+  options = refinement.RefineOptions(num_lengths=3)
+  inputs = np.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1]], np.int32)
+  parts = speed.breakdown(nar, options, inputs, multiple=4, repeats=2)
+  outs = [
+    refinement.refine(nar, jnp.asarray(x[None]), jax.random.fold_in(jax.random.key(0), n), options)
+    for n, x in enumerate(inputs)
+  ]
+  assert parts["steps"] == np.mean([int(o["steps"]) for o in outs])
+  assert parts["passes"] == np.mean([int(o["passes"][0]) for o in outs])
+  widths = [refinement.trimmed_width(int(o["candidate_lengths"].max()), 12, 4) for o in outs]
+  assert parts["width"] == np.mean(widths) and max(widths) < 12
+  assert parts["candidates"] == 3 and parts["sentences"] == 2
+  one = speed.breakdown(nar, options, inputs[:1], multiple=4, repeats=2)
+  assert one["encoder_ms"] > 0 and one["pass_ms"] > 0
+  assert one["floor_ms"] == pytest.approx(one["encoder_ms"] + 2 * one["pass_ms"])
+  assert one["model_ms"] == pytest.approx(one["encoder_ms"] + one["steps"] * one["pass_ms"])
+  assert 1 <= one["passes"] <= one["steps"] <= options.num_steps
