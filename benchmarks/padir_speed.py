@@ -138,8 +138,8 @@ def main(argv=None) -> int:
     f"{parts['sentences']} sources): encoder {parts['encoder_ms']:.2f} ms; one pass over "
     f"{parts['candidates']} candidates x {parts['width']:.1f} positions {parts['pass_ms']:.2f} ms;"
     f" loop passes {parts['steps']:.2f} (the chosen candidate's {parts['passes']:.2f}); "
-    f"encoder + passes x pass = {parts['model_ms']:.2f} ms (measured p50 "
-    f"{results['padir-4']['p50_ms']:.2f} ms); the floor, encoder + 2 passes = "
+    f"encoder + passes x pass = {parts['model_ms']:.2f} ms (padir-4-trim8 measured, the same "
+    f"widths: p50 {results['padir-4-trim8']['p50_ms']:.2f} ms); the floor, encoder + 2 passes = "
     f"{parts['floor_ms']:.2f} ms, against AR greedy's p50 {results['ar-greedy']['p50_ms']:.2f} ms"
   )
   if args.json:

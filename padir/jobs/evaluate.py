@@ -297,8 +297,9 @@ def significance(rd: RunDir, models: list[dict], config) -> list[dict[str, Any]]
 # ----------------------------------------------------------------------------- report
 
 
-def _pm(v: list[float]) -> str:
-  return f"{v[0]:.3g} ± {v[1]:.2g}"
+def _pm(v: list[float | str]) -> str:
+  """mean ± sd; a group without pairs has NaNs, which results.json stores as "nan"."""
+  return f"{float(v[0]):.3g} ± {float(v[1]):.2g}"
 
 
 QUALITY_HEADER = [
@@ -422,8 +423,8 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
       ),
     ):
       for j, group in enumerate(("stutter", "other")):
-        means = [m["attention"][table][group][stat][0] for m in analysed]
-        errs = [m["attention"][table][group][stat][1] for m in analysed]
+        means = [float(m["attention"][table][group][stat][0]) for m in analysed]
+        errs = [float(m["attention"][table][group][stat][1]) for m in analysed]
         x = np.arange(len(analysed)) + 0.4 * j
         ax.bar(x, means, 0.4, yerr=errs, label=group)
       ax.set_xticks(np.arange(len(analysed)) + 0.2, [m["name"] for m in analysed], fontsize=7)

@@ -11,6 +11,7 @@ from flax import nnx
 from test_padir_train import _config
 
 from configs import padir_eval
+from gmlm import runs as runs_lib
 from gmlm.checkpoints import Checkpoints
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
@@ -182,3 +183,35 @@ def test_rows_on_different_sentences_or_without_hypotheses_are_not_compared(tmp_
   assert tests[0]["bleu_b"] == pytest.approx(100.0) and tests[0]["resamples"] == 20
   config.bootstrap_resamples = 0
   assert eval_job.significance(rd, models, config) == []
+
+
+def test_a_report_renders_when_no_pair_stutters(tmp_path):
+  """No stuttering pair among the analysed outputs (common on an easy task): its statistics are
+  NaN, stored in results.json as "nan"; the report still renders them, as nan."""
+  nan = float("nan")
+  group = lambda n, v: {
+    "pairs": n,
+    **{k: [v, v] for k in ("min", "avg", "max", "tv_min", "tv_avg", "tv_max")},
+    **{k: [v, v] for k in ("cos_min", "cos_avg", "cos_max")},
+    "top1": v,
+    "top2": v,
+  }
+  stats = {t: {"stutter": group(0, nan), "other": group(9, 0.5)} for t in ("self", "cross")}
+  row = {
+    "decoder": "padir-4",
+    "hypotheses": 5,
+    "passes": 2.0,
+    "bleu": 50.0,
+    "chrf": 60.0,
+    "stutter": 0.0,
+    "bleu_signature": "b",
+    "chrf_signature": "c",
+    "timing": {"p50_ms": 1.0, "p99_ms": 2.0},
+  }
+  model = {"name": "m", "rows": [row], "attention": stats}
+  results = json.loads(runs_lib.dumps({"models": [model], "significance": []}))
+  assert results["models"][0]["attention"]["self"]["stutter"]["avg"] == ["nan", "nan"]
+  rd = RunDir(tmp_path / "eval")
+  eval_job.render(rd, results)
+  report = (tmp_path / "eval" / "report.md").read_text()
+  assert "| stutter | 0 | nan ± nan |" in report and "| other | 9 | 0.5 ± 0.5 |" in report
