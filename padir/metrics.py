@@ -144,12 +144,14 @@ def paired_bootstrap(
       f"paired_bootstrap needs resamples >= 1 (got {resamples}), 0 < level < 1 (got {level}) "
       f"and at least one sentence (got {len(references)})"
     )
-  a = bleu(hypotheses_a, references, target_lang).score
-  b = bleu(hypotheses_b, references, target_lang).score
-  idx_RN = resample_indices(len(references), resamples, seed)
-  d_R = resampled_bleu(hypotheses_a, references, target_lang, idx_RN) - resampled_bleu(
-    hypotheses_b, references, target_lang, idx_RN
-  )
+  # Row 0 is the whole set in order (the corpus BLEU), rows 1..R the resamples: one extraction
+  # of each system's statistics serves both.
+  n = len(references)
+  idx_RN = np.concatenate([np.arange(n)[None], resample_indices(n, resamples, seed)])
+  scores_a = resampled_bleu(hypotheses_a, references, target_lang, idx_RN)
+  scores_b = resampled_bleu(hypotheses_b, references, target_lang, idx_RN)
+  a, b = float(scores_a[0]), float(scores_b[0])
+  d_R = scores_a[1:] - scores_b[1:]
   delta = a - b
   # A tolerance for float noise in the BLEU arithmetic: identical systems give d_r = 0 = |d|.
   extreme = np.abs(d_R - d_R.mean()) >= abs(delta) - 1e-9

@@ -134,7 +134,7 @@ def decoder_fn(
   ar_model: model_lib.Transformer | None = None,
 ) -> Callable[[Any, jax.Array], Any]:
   """(inputs [B, S], one key per row) -> tokens [B, T]: the config's decoder, jitted once with
-  the model split once (speed.pure_jit); PaDIR at trimmed widths when config.trim > 0."""
+  the model split once (speed.pure_jit; PaDIR through speed.decode_fn, trimmed when trim > 0)."""
   if model.cfg.decoder == "ar":
     beam_size, penalty = config.beam_size, config.length_penalty
 
@@ -145,15 +145,10 @@ def decoder_fn(
 
     ar_fn = speed.pure_jit(ar, model)
     return lambda x_BS, keys_B: ar_fn(x_BS)
-  opts = options(config)
-  if config.trim:
-    trimmed = speed.Trimmed(model, opts, config.trim, ar_model)
-    return lambda x_BS, keys_B: trimmed(x_BS, keys_B)[0]
-  if ar_model is None:
-    return speed.pure_jit(lambda m, x, k: refinement.refine(m, x, k, opts)["tokens"], model)
-  return speed.pure_jit(
-    lambda m, a, x, k: refinement.refine(m, x, k, opts, ar_model=a)["tokens"], model, ar_model
+  padir = speed.decode_fn(
+    model, speed.Decoder("translate", "padir", options(config), trim=config.trim), ar_model
   )
+  return lambda x_BS, keys_B: padir(x_BS, keys_B)[0]
 
 
 def check_line(tok: tokenizer_lib.Tokenizer, text: str, max_len: int) -> tuple[list[int], str]:
