@@ -7,7 +7,7 @@ A BERT-base-shaped BertForMaskedLM (12 x 768, vocab 30522) with random weights i
 PyTorch (transformers), saved, and loaded into our JAX BERT: both sides hold the same weights,
 in one process. Passages are random token sequences ([CLS] w_1..w_m [SEP], m = --length - 2).
 
-  ours:  glauber.rectangle.draw: per batch of rectangles one masked-logits call for the
+  ours:  glauber.measures.rectangle.draw: per batch of rectangles one masked-logits call for the
          replacements (x00 masked at i and at j) and one for the four edges' contexts.
   torch: per rectangle, one forward per conditional: x00 masked at i and at j (top-k, the
          replacements), then one forward per edge log-ratio (4), each a single sequence.
@@ -78,7 +78,7 @@ def passages(num: int, length: int, vocab_size: int, seed: int = 0) -> list[np.n
 
 def run_ours(model, texts, num: int, batch_size: int, top_k: int):
   """(rectangles, ell_X4, seconds) of the batched path, timed after a warm-up batch."""
-  from glauber import rectangle
+  from glauber.measures import rectangle
 
   tok = types.SimpleNamespace(
     all_special_ids=[PAD, CLS, SEP, MASK], pad_token_id=PAD, mask_token_id=MASK
@@ -159,7 +159,7 @@ def main() -> None:
   import jax
   import torch
 
-  from glauber import rectangle
+  from glauber.measures import rectangle
 
   shape = TINY if a.tiny else BERT_BASE
   if a.torch_threads:

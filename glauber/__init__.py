@@ -6,19 +6,20 @@
   state, records = chains.run(key, model, spec, init_state(tokens_BL), R, record_every)
   state, records = rejection_free.run(key, model, spec, state, R, record_every)  # same law
 
-Modules: `layout` (where the free sites are), `oracle` (the MaskedLM protocol, loading),
-`init_states` (starting sequences), `chains` (Spec, the plain / sweep / block / parallel
-kernels, Records), `rejection_free` (the exact jump-chain twin of plain Glauber, with a memo),
-`coupling` (maximally coupled pairs), `recording` (trajectory chunks and checkpoints),
-`mlm/` (building and scoring the default English MLM), `jobs/` (one per config family).
-Paper A's measurements, a module per protocol (each with `measure` -> JSON-able results and
-`section` -> a report section): `rectangle` (the rectangle test of incompatibility),
-`influence` (α_ij, ω_ij and the contraction temperature), `margins` (score margins and
-Theorem 8's exit bound), `drift` (the drift certificate), `exact` (the restricted chain
-enumerated exactly), `metropolis` (Metropolis-Hastings with a known stationary law), `traps`,
-`semantic_drift`, `topics`, `phase_diagram` (coupling over a (T, n) grid) and `basins`.
-Staged jobs: `stages` (Stage, Context, the resumable stage runner), `theory_stages` (protocols
-1-4 as stages), `dynamics_stages` (traps, semantic drift, coupling, basins, prefix attractors).
+The package has three layers; a layer imports only the layers above it in this list
+(tests/test_layering.py checks it):
+
+- the engine, at the top: `layout` (where the free sites are), `oracle` (the MaskedLM protocol,
+  loading), `init_states` (starting sequences), `chains` (Spec, the plain / sweep / block /
+  parallel kernels, Records), `rejection_free` (the exact jump-chain twin of plain Glauber, with a
+  memo), `coupling` (maximally coupled pairs), `metropolis` (Metropolis-Hastings with a known
+  stationary law), `recording` (trajectory chunks and checkpoints), `scoring` (every free site's
+  conditional in one forward pass, shared by the measurements);
+- `measures/`: paper A's measurements, a module per protocol (`rectangle`, `influence`,
+  `margins`, `drift`, `exact`, `traps`, `semantic_drift`, `topics`, `phase_diagram`, `basins`);
+- `stages/` (the resumable stage runner; `stages.theory`: protocols 1-4, `stages.dynamics`:
+  traps, semantic drift, coupling, basins, prefix attractors) and `mlm/` (building and scoring
+  the default English MLM), used by `jobs/` (one per config family).
 
 Shape letters (suffixes of array names, `tokens_BL`):
   B  chains (in MLM training and scoring: the sequences of a batch)
@@ -29,7 +30,7 @@ Shape letters (suffixes of array names, `tokens_BL`):
   V  vocabulary
   R  records (snapshots every record_every steps)
   S  memo slots (recent states a rejection-free chain remembers)
-  Z  states of an enumerated restricted chain, c^n of them (exact.py)
+  Z  states of an enumerated restricted chain, c^n of them (measures/exact.py)
   D  hidden / embedding width
   T  temperatures of a grid
   G  groups (a context, a site i, a site j) of the influence protocol
@@ -58,27 +59,17 @@ _API = {
   "init_state": "glauber.chains",
 }
 _MODULES = (
-  "basins",
   "chains",
   "coupling",
-  "drift",
-  "dynamics_stages",
-  "exact",
-  "influence",
   "init_states",
   "layout",
-  "margins",
+  "measures",
   "metropolis",
   "oracle",
-  "phase_diagram",
   "recording",
-  "rectangle",
   "rejection_free",
-  "semantic_drift",
+  "scoring",
   "stages",
-  "theory_stages",
-  "topics",
-  "traps",
 )
 
 __all__ = sorted([*_API, *_MODULES])

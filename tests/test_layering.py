@@ -3,7 +3,10 @@
 - floor 1, `gmlm`, imports no domain;
 - a domain (`ising`, `glauber`, `padir`) imports gmlm and itself only, never another domain;
 - a job (a module under `<domain>/jobs/`) imports no other job;
-- no import circle among the project's modules (package `__init__` re-exports aside).
+- no import circle among the project's modules (package `__init__` re-exports aside);
+- inside `glauber`, a layer imports only the layers above it: the engine (its top-level
+  modules) imports none of `measures`, `mlm`, `stages`, `jobs`; `measures` and `mlm` import the
+  engine only (not each other); `stages` imports no job.
 
 The checker is also run on a planted tree that breaks each rule, so it is shown to fail.
 """
@@ -17,6 +20,22 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLOOR1 = "gmlm"
 DOMAINS = ("ising", "glauber", "padir")
 PACKAGES = (FLOOR1, *DOMAINS)
+# glauber's inner layers: a module of a layer may import the layers listed for it (and itself).
+GLAUBER_LAYERS = {
+  "engine": {"engine"},
+  "measures": {"engine", "measures"},
+  "mlm": {"engine", "mlm"},
+  "stages": {"engine", "measures", "mlm", "stages"},
+  "jobs": {"engine", "measures", "mlm", "stages", "jobs"},
+}
+
+
+def glauber_layer(module: str) -> str | None:
+  """The inner layer of a glauber module (None outside glauber and for the package itself)."""
+  parts = module.split(".")
+  if parts[0] != "glauber" or len(parts) == 1:
+    return None
+  return parts[1] if parts[1] in GLAUBER_LAYERS and parts[1] != "engine" else "engine"
 
 
 def modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -65,6 +84,9 @@ def violations(root: pathlib.Path) -> list[str]:
         found.append(f"a domain imports another domain: {m} -> {t}")
       if ".jobs." in f"{m}." and ".jobs." in f"{t}." and t != m and not t.endswith(".jobs"):
         found.append(f"a job imports a job: {m} -> {t}")
+      src, dst = glauber_layer(m), glauber_layer(t)
+      if src and dst and dst not in GLAUBER_LAYERS[src]:
+        found.append(f"a glauber layer imports a lower one: {m} ({src}) -> {t} ({dst})")
   found += [f"import circle: {' -> '.join(c)}" for c in circles(graph)]
   return found
 
@@ -104,6 +126,9 @@ def test_the_checker_finds_a_planted_violation_of_each_rule(tmp_path):
     "gmlm/b.py": "from gmlm.a import f\n",
     "glauber/__init__.py": "",
     "glauber/chains.py": "import ising.model\n",  # domain -> domain
+    "glauber/oracle.py": "from glauber.measures import exact\n",  # engine -> measures
+    "glauber/measures/__init__.py": "",
+    "glauber/measures/exact.py": "from glauber import chains\n",
     "glauber/jobs/__init__.py": "",
     "glauber/jobs/sample.py": "from gmlm import runs\n",
     "glauber/jobs/coupling.py": "from glauber.jobs import sample\n",  # job -> job
@@ -119,4 +144,8 @@ def test_the_checker_finds_a_planted_violation_of_each_rule(tmp_path):
   assert "a domain imports another domain: glauber.chains -> ising.model" in found
   assert "a job imports a job: glauber.jobs.coupling -> glauber.jobs.sample" in found
   assert any(v.startswith("import circle: gmlm.a -> gmlm.b -> gmlm.a") for v in found)
-  assert len(found) == 4, found
+  assert (
+    "a glauber layer imports a lower one: glauber.oracle (engine) -> glauber.measures.exact "
+    "(measures)" in found
+  )
+  assert len(found) == 5, found

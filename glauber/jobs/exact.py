@@ -1,6 +1,6 @@
 """`python sample.py --config configs/glauber_exact.py --workdir DIR`: paper A's protocols 5-6.
 
-Protocol 5 (`glauber.exact`): the MLM restricted to config.candidates (each one token) at
+Protocol 5 (`glauber.measures.exact`): the MLM restricted to config.candidates (each one token) at
 config.num_sites free sites after config.prefix, enumerated exactly; per temperature the exact
 absolute spectral gap and t_mix(1/4) beside Theorem 5's upper and Theorem 8's lower bound, the
 rectangle ΔR and TV(π_T, pseudo-likelihood law).
@@ -22,9 +22,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from glauber import chains, exact, init_states, metropolis, recording
+from glauber import chains, init_states, metropolis, recording
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
+from glauber.measures import exact
 from glauber.oracle import load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.checks import UserError

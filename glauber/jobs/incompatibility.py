@@ -1,5 +1,5 @@
 """`python sample.py --config configs/glauber_incompatibility.py --workdir DIR`: paper A's
-theory-side measurements of one MLM, stage by stage (`glauber.theory_stages`): the rectangle test
+theory-side measurements of one MLM, stage by stage (`glauber.stages.theory`): the rectangle test
 (protocol 1, with causal controls), influence and contraction (2, with ΔR against α_ij), score
 margins (3) and the drift certificate (4).
 
@@ -9,12 +9,13 @@ last finished model (`glauber.stages`); results.json holds each stage's results 
 
 from __future__ import annotations
 
-from glauber import stages, theory_stages
+from glauber import stages
 from glauber.jobs import finished
+from glauber.stages import theory
 
 ENTRY_POINT = "sample.py"
 
-STAGES = theory_stages.STAGES
+STAGES = theory.STAGES
 
 
 def validate(config) -> None:

@@ -1,6 +1,6 @@
 """`python sample.py --config configs/glauber_study.py --workdir DIR --config.model=...`: paper A
-on one MLM in one command: part 1's stages (`glauber.theory_stages`: rectangle test, influence,
-margins, drift certificate) then part 2's (`glauber.dynamics_stages`: traps, semantic drift,
+on one MLM in one command: part 1's stages (`glauber.stages.theory`: rectangle test, influence,
+margins, drift certificate) then part 2's (`glauber.stages.dynamics`: traps, semantic drift,
 coupling phase diagram, semantic basins, prefix attractors, Metropolis-Hastings inside the
 traps), one report.md and results.json.
 
@@ -18,15 +18,16 @@ import json
 import jax
 from flax import nnx
 
-from glauber import dynamics_stages, stages, theory_stages
+from glauber import stages
 from glauber.jobs import finished
 from glauber.oracle import model_name
+from glauber.stages import dynamics, theory
 from gmlm import checks
 from gmlm.runs import markdown_table
 
 ENTRY_POINT = "sample.py"
 
-STAGES = theory_stages.STAGES + dynamics_stages.STAGES
+STAGES = theory.STAGES + dynamics.STAGES
 SCALES = ("default", "paper")
 
 # The sizes of configs/glauber_study.py that scale="paper" replaces.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from glauber import basins
+from glauber.measures import basins
 
 LABELS = ("politics", "health", "sport", "food")
 

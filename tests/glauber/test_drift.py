@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from glauber_util import CANDIDATES, LAYOUT, N, spec, tiny_mlm
 
-from glauber import chains, drift
+from glauber import chains
+from glauber.measures import drift
 from gmlm.checks import UserError
 
 TOKEN = int(CANDIDATES[2])

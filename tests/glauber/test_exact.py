@@ -1,4 +1,4 @@
-"""The exact restricted chain (glauber.exact) against independent computations: the engine's
+"""The exact restricted chain (glauber.measures.exact) against independent computations: the engine's
 empirical one-step law, closed forms (independent sites, a compatible joint), brute-force loops
 and the two theorems' bounds."""
 
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from glauber_util import CANDIDATES, CLS, MASK, PREFIX, SEP, tiny_mlm, tv
 
-from glauber import chains, exact
+from glauber import chains
 from glauber.layout import Layout
+from glauber.measures import exact
 from gmlm.checks import UserError
 from gmlm.runs import RunDir
 

@@ -15,8 +15,9 @@ import pytest
 from flax import struct
 from glauber_util import CANDIDATES, C, N, sequences, spec, tiny_mlm
 
-from glauber import chains, influence
+from glauber import chains
 from glauber.layout import Layout
+from glauber.measures import influence
 from gmlm.checks import UserError
 
 CLS, SEP, MASK = 1, 2, 3
@@ -212,7 +213,7 @@ def test_bad_input_is_one_line_user_error(bert):
 def test_config_validation_names_the_key():
   import ml_collections
 
-  from glauber import drift, margins
+  from glauber.measures import drift, margins
 
   c = ml_collections.ConfigDict(
     {m.__name__.split(".")[-1]: dict(m.DEFAULTS) for m in (influence, margins, drift)}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from glauber_util import CANDIDATES, LAYOUT, MASK, OFFSET, C, N, sequences, spec, tiny_mlm
 
-from glauber import margins
+from glauber.measures import margins
 from gmlm import nn as gm
 from gmlm.checks import UserError
 

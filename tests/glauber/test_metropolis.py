@@ -12,7 +12,8 @@ import pytest
 from glauber_util import CANDIDATES, tv
 from test_exact import C3, LAYOUT3, N3, tiny_scores
 
-from glauber import chains, exact, metropolis
+from glauber import chains, metropolis
+from glauber.measures import exact
 
 B = 4096  # chains of every test (one compilation of the energy pass)
 W = C3 ** np.arange(N3 - 1, -1, -1)

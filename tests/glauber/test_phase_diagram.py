@@ -7,8 +7,9 @@ import jax
 import numpy as np
 from glauber_util import CANDIDATES, CLS, MASK, PREFIX, SEP, C, tiny_mlm
 
-from glauber import chains, phase_diagram
+from glauber import chains
 from glauber.layout import Layout
+from glauber.measures import phase_diagram
 from gmlm.runs import RunDir
 
 # A 2 x 1 grid (each cell compiles its own kernel); 4 steps: some pairs meet, some do not.

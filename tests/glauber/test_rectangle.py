@@ -1,4 +1,4 @@
-"""The rectangle test (glauber.rectangle) against independent computations: a joint (causal LMs,
+"""The rectangle test (glauber.measures.rectangle) against independent computations: a joint (causal LMs,
 an explicit-joint MaskedLM) gives dR = 0; a random MLM gives dR > 0; the batched four-context
 call equals a plain loop over the 8 (state, site) conditionals; bad input is one line; the job
 writes its report section and resumes from its cells."""
@@ -15,7 +15,7 @@ import pytest
 from flax import nnx
 from glauber_util import CLS, MASK, PAD, SEP, V
 
-from glauber import drift, influence, margins, rectangle
+from glauber.measures import drift, influence, margins, rectangle
 from gmlm import cli
 from gmlm import nn as gm
 from gmlm.checks import ConfigError, UserError

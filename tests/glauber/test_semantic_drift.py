@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from glauber import semantic_drift as sd
+from glauber.measures import semantic_drift as sd
 
 N_GRID = np.array([5, 10, 20, 40, 80, 160])
 

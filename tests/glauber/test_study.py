@@ -103,7 +103,7 @@ def test_study_writes_every_section_and_a_killed_study_resumes_to_the_same_resul
   assert traps["num_chains"] == 3 and traps["last_step"] == 60
   assert traps["traps"], "T = 0.3 on the tiny model should trap its chains"
   assert "holding_traps" in traps and 0 <= traps["agreement"] <= 1
-  for t in traps["traps"]:  # the catalogue's margin slots come from glauber.margins
+  for t in traps["traps"]:  # the catalogue's margin slots come from glauber.measures.margins
     assert t["delta_min"] is not None and t["kind"] in ("perfect", "approximate")
   mh = whole["mh_traps"]["traps"]
   assert 1 <= len(mh) <= 2 and {r["text"] for r in mh} <= {t["text"] for t in traps["traps"]}
@@ -127,8 +127,8 @@ def test_study_writes_every_section_and_a_killed_study_resumes_to_the_same_resul
   def refuse(*args, **kwargs):
     raise AssertionError("a finished stage was recomputed")
 
-  from glauber import rectangle
-  from glauber import traps as traps_lib
+  from glauber.measures import rectangle
+  from glauber.measures import traps as traps_lib
 
   monkeypatch.setattr(rectangle, "measure", refuse)
   monkeypatch.setattr(traps_lib, "measure", refuse)

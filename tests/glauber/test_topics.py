@@ -11,7 +11,7 @@ from math import comb
 import numpy as np
 import pytest
 
-from glauber import topics
+from glauber.measures import topics
 
 
 def binomial_tail_bound(n: int, p: float, alpha: float) -> int:

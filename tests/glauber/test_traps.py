@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from glauber_util import CANDIDATES, C, N, sequences, spec, tiny_mlm
 
-from glauber import chains, rejection_free, traps
+from glauber import chains, rejection_free
+from glauber.measures import traps
 from gmlm.runs import RunDir
 
 D = 32

@@ -9,7 +9,7 @@ expected one-step change is exactly
 The protocol draws states with exactly k `!` tokens at random sites (the other sites from a base
 text, or uniform candidates) and reports min and median of D per temperature: D > 0 for all of
 them says N is a strict submartingale at the basin's boundary {N = k}, so escape from {N >= k}
-takes a time exponential in k. D comes from the site scores of `margins.site_scores` (one
+takes a time exponential in k. D comes from the site scores of `glauber.scoring.site_scores` (one
 forward for every state's n sites, all temperatures from it) and the engine's tempering (top-k /
 top-p included), so it is the drift of exactly the chain `chains.run` simulates.
 """
@@ -25,15 +25,9 @@ import numpy as np
 from glauber import chains
 from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
-from glauber.margins import (
-  batched,
-  check_temperatures,
-  check_tokens,
-  config_args,
-  pyplot,
-  site_scores,
-)
+from glauber.measures.common import config_args, pyplot
 from glauber.oracle import MaskedLM
+from glauber.scoring import batched, check_temperatures, check_tokens, site_scores
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.core import draws

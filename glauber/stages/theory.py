@@ -12,7 +12,8 @@ import re
 
 import numpy as np
 
-from glauber import drift, influence, margins, rectangle, stages
+from glauber import stages
+from glauber.measures import drift, influence, margins, rectangle
 from glauber.oracle import model_name
 from glauber.stages import Context, Stage
 from gmlm import checks

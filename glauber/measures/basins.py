@@ -1,7 +1,7 @@
 """Semantic basins of long chains and prefix attractors (paper A, 6.2, B.5-B.6, C.4).
 
 Chains seeded from topics (5 topics x 10 seeds in the paper) are scored every s steps by a
-zero-shot topic scorer (`glauber.topics`) over the eleven labels; with scores_RBY the score of
+zero-shot topic scorer (`glauber.measures.topics`) over the eleven labels; with scores_RBY the score of
 label l for chain b at record r and baseline 1/L:
   table (a): per seed topic, the mean `target` (politics) score over its chains at the first
     and the last record;
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import jax
 import numpy as np
 
-from glauber.topics import TopicScorer
+from glauber.measures.topics import TopicScorer
 from gmlm.runs import RunDir, markdown_table
 
 Decode = Callable[[np.ndarray], list[str]]
@@ -74,7 +74,7 @@ def score_states(
 ) -> tuple[np.ndarray, np.ndarray | None]:
   """(scores___Y, e___D): each distinct state decoded and scored once; with an embedder
   (model, tokenizer) also its sentence embeddings, which an embedding scorer reuses."""
-  from glauber.semantic_drift import embed_texts
+  from glauber.measures.semantic_drift import embed_texts
 
   tokens___N = np.asarray(tokens___N)
   rows_XN = tokens___N.reshape(-1, tokens___N.shape[-1])

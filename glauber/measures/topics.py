@@ -103,7 +103,7 @@ class EmbeddingScorer:
     batch_size: int = 128,
     max_length: int = 256,
   ):
-    from glauber.semantic_drift import embed_texts
+    from glauber.measures.semantic_drift import embed_texts
 
     self.model, self.tokenizer, self.scale = model, tokenizer, scale
     self.batch_size, self.max_length = batch_size, max_length
@@ -114,12 +114,12 @@ class EmbeddingScorer:
 
   @classmethod
   def from_preset(cls, name: str = "minilm", **kw) -> "EmbeddingScorer":
-    from glauber.semantic_drift import load_embedder
+    from glauber.measures.semantic_drift import load_embedder
 
     return cls(*load_embedder(name), **kw)
 
   def embeddings(self, texts: Sequence[str]) -> np.ndarray:
-    from glauber.semantic_drift import embed_texts
+    from glauber.measures.semantic_drift import embed_texts
 
     return embed_texts(self.model, self.tokenizer, texts, self.batch_size, self.max_length)
 

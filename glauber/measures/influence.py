@@ -39,15 +39,9 @@ from flax import struct
 from glauber import chains
 from glauber.chains import Spec
 from glauber.layout import Layout, max_sequence_length
-from glauber.margins import (
-  check_temperatures,
-  check_tokens,
-  config_args,
-  pyplot,
-  scoring_spec,
-  site_scores,
-)
+from glauber.measures.common import config_args, pyplot
 from glauber.oracle import MaskedLM
+from glauber.scoring import check_temperatures, check_tokens, scoring_spec, site_scores
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.core import draws

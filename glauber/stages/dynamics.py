@@ -2,7 +2,7 @@
 drift diagnostics (Section 6.1, Appendix B.4), the coupling phase diagram (Section 6.1),
 semantic basins (Section 6.2, Appendices B.5-B.6) and prefix attractors (Appendix C.4).
 
-Each stage runs its chains, then hands the records to its protocol module (`glauber.traps`,
+Each stage runs its chains, then hands the records to its protocol module (`glauber.measures.traps`,
 `semantic_drift`, `phase_diagram`, `basins`). The long chains of the trap and basin stages are
 written chunk by chunk under the run directory (`recording.run_recorded`: `traps/`, `basins/`),
 so a killed study resumes inside them. Sentence embeddings (`embedding_model`, all-MiniLM-L6-v2
@@ -20,19 +20,11 @@ import time
 import jax
 import numpy as np
 
-from glauber import (
-  basins,
-  chains,
-  init_states,
-  metropolis,
-  phase_diagram,
-  recording,
-  semantic_drift,
-  topics,
-)
-from glauber import margins as margins_lib
-from glauber import traps as traps_lib
+from glauber import chains, init_states, metropolis, recording
 from glauber.layout import Layout, max_sequence_length
+from glauber.measures import basins, phase_diagram, semantic_drift, topics
+from glauber.measures import margins as margins_lib
+from glauber.measures import traps as traps_lib
 from glauber.stages import Context, Stage, stage_names
 from gmlm import checks
 from gmlm.checks import UserError

@@ -26,7 +26,7 @@ to one past the last record inside it; `censored` when it lasts to the end of th
 the escape was not observed), the text of its most visited state, and the slots Δ_mean, Δ_min,
 perfect (Δ_min > 0: every token the argmax) / approximate, and Theorem 8's predicted escape time.
 The margins come from a callable `margins(tokens_XN) -> {"delta_mean": [X], "delta_min": [X],
-"predicted_escape": [X] (optional)}`: `glauber.margins` (issue 12) provides them; without one
+"predicted_escape": [X] (optional)}`: `glauber.measures.margins` (issue 12) provides them; without one
 the slots stay None.
 
 Basin neighbourhoods: traps whose mean directions have cosine similarity >= `similarity` are
