@@ -12,10 +12,12 @@ embedded English MLM (all-MiniLM-L6-v2 + the shipped delta).
   python sample.py --config configs/glauber_study.py --workdir runs/study_paper \
     --config.scale=paper                     # the paper's sizes, for an accelerator
 
-Writes report.md (the model, the command, each stage's wall time, the config, then a section
-per protocol with its tables and figures), results.json (each stage's results under its name),
-the figures of configs/glauber_incompatibility.py and traps.png, semantic_drift.png,
-coupling_heatmap.png, basins_pca.png; traps/ and basins/ hold the recorded chains. A killed
+Writes report.md (the model, the command that reproduces the run, each stage's wall time, the
+config, then a section per protocol with its tables and figures), results.json (each stage's
+results under its name) and the figures rectangle_hist.png, rectangle_distance.png,
+influence_vs_T.png, influence_heatmap.png, rectangle_influence.png (unless
+influence.num_rectangles = 0), margins.png, drift.png, traps.png, semantic_drift.png,
+phase_diagram.png, basins_pca.png; traps/ and basins/ hold the recorded chains. A killed
 study resumes after its last finished stage (inside the trap and basin chains, after their last
 written chunk). Time at the default sizes: see README Timings.
 """

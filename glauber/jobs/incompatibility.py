@@ -28,4 +28,4 @@ def run(config, workdir: str) -> dict:
   if (stored := finished(config, workdir)) is not None:
     return stored
   title = "Incompatibility and mixing diagnostics"
-  return stages.run(config, workdir, STAGES, title, unit="rect", desc="incompatibility")
+  return stages.run(config, workdir, STAGES, title, desc="incompatibility")

@@ -303,6 +303,9 @@ def drift_figure(config, lay: Layout, steps_R, drift_RB):
   return fig
 
 
+SHOWN_CHAINS = 3  # chains whose texts the report shows (samples.jsonl holds every chain)
+
+
 def report(config, results: dict, steps_R, texts_RB) -> str:
   shown = sorted(set(np.linspace(0, len(steps_R) - 1, min(6, len(steps_R))).astype(int)))
   stay = results["median_stay_probability_at_start"]
@@ -328,7 +331,15 @@ def report(config, results: dict, steps_R, texts_RB) -> str:
     )
   rows = [[k, v] for k, v in sorted(results.items()) if k != "init_texts"]
   out.append(markdown_table(["figure", "value"], rows))
-  for b in range(min(3, texts_RB.shape[1])):
+  B, shown_B = texts_RB.shape[1], min(SHOWN_CHAINS, texts_RB.shape[1])
+  which = "the only chain" if B == 1 else f"chains 0-{shown_B - 1} of {B}"
+  out.append(
+    f"\nBelow: the texts of {which} at {len(shown)} of the {len(steps_R)} recorded steps; "
+    f"samples.jsonl holds every chain at every record"
+    + (f" ({B - shown_B} more chain{'s' * (B - shown_B > 1)} there)." if B > shown_B else ".")
+    + "\n"
+  )
+  for b in range(shown_B):
     out.append(f"\n## Chain {b}\n")
     out.append(
       markdown_table(

@@ -114,7 +114,72 @@ def _seconds(s) -> str:
   return "" if s is None else f"{s:.0f}"
 
 
-def preamble(ctx) -> str:
+CONFIG_FILE = "configs/glauber_study.py"
+
+
+def _leaves(config, prefix: str = "") -> dict:
+  """{dotted key: value} of a ConfigDict's fields."""
+  out = {}
+  for k, v in config.items():
+    if hasattr(v, "items"):
+      out.update(_leaves(v, f"{prefix}{k}."))
+    else:
+      out[prefix + k] = v
+  return out
+
+
+def _flag_value(v) -> str | None:
+  """v as ml_collections parses an override (None: no override can give it)."""
+  if isinstance(v, str):
+    return v
+  if isinstance(v, (bool, int, float)):
+    return repr(v)
+  if isinstance(v, (tuple, list)) and all(isinstance(x, (str, bool, int, float)) for x in v):
+    items = [json.dumps(x, ensure_ascii=False) if isinstance(x, str) else repr(x) for x in v]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"  # a Python literal
+  return None
+
+
+def command(config, workdir) -> str:
+  """The report's Command line: `python sample.py --config configs/glauber_study.py --workdir
+  DIR` and one override per key whose value differs from that file's, which reproduces the run
+  (the study's `scale` is applied by the job, so `config` is the one given, unscaled); where
+  no command line from that file can give this config (other keys, a value no override can
+  write), says so instead of naming a command that would run another config."""
+  import importlib
+  import shlex
+
+  try:
+    base = importlib.import_module(CONFIG_FILE[:-3].replace("/", ".")).get_config()
+  except ImportError as e:
+    return f"Command: not shown ({CONFIG_FILE} cannot be imported: {e}); the config is below."
+  given, default = _leaves(config), _leaves(base)
+  extra, missing = sorted(set(given) - set(default)), sorted(set(default) - set(given))
+  changed = [k for k in given if k in default and given[k] != default[k]]
+  unwritable = [k for k in changed if _flag_value(given[k]) is None]
+  if extra or missing or unwritable:
+    why = "; ".join(
+      f"{what} {', '.join(keys)}"
+      for what, keys in (
+        ("keys it lacks:", extra),
+        ("keys it has and this config does not:", missing),
+        ("values no override can write:", unwritable),
+      )
+      if keys
+    )
+    return (
+      f"Command: no command line from {CONFIG_FILE} reproduces this run ({why}); rerun it "
+      "with its own config file. The full config is below (and in config.json)."
+    )
+  lines = [f"python sample.py --config {CONFIG_FILE} --workdir {shlex.quote(str(workdir))}"]
+  lines += [shlex.quote(f"--config.{k}={_flag_value(given[k])}") for k in sorted(changed)]
+  return (
+    f"Command (reproduces this run: every key that differs from {CONFIG_FILE}, "
+    f"{len(changed)} overrides):\n\n```sh\n" + " \\\n  ".join(lines) + "\n```"
+  )
+
+
+def preamble(ctx, command_line: str) -> str:
   """The model's identity, the command, the wall time of each stage and the config."""
   c, model = ctx.config, ctx.model
   params = sum(x.size for x in jax.tree.leaves(nnx.state(model)))
@@ -127,8 +192,7 @@ def preamble(ctx) -> str:
     [
       f"Model: `{model_name(c.model)}` ({type(model).__name__}, {params / 1e6:.1f}M parameters, "
       f"vocabulary {model.config.vocab_size}); dtype {c.dtype}; scale {c.scale}.\n",
-      "Command: `python sample.py --config configs/glauber_study.py --workdir "
-      f"{ctx.run.path} --config.model={c.model} --config.scale={c.scale}`\n",
+      command_line + "\n",
       "Wall time per stage (seconds, as first computed; a resumed stage keeps its time):\n",
       markdown_table(
         ["stage", "seconds", "of which the recorded chains"], rows + [["total", f"{total:.0f}", ""]]
@@ -141,9 +205,17 @@ def preamble(ctx) -> str:
 
 
 def run(config, workdir: str) -> dict:
+  command_line = command(config, workdir)  # of the config as given (the job scales it)
   config = scaled(config)
   validate(config)
   if (stored := finished(config, workdir)) is not None:
     return stored
   title = "Paper A study: incompatibility, mixing and the semantic landscape"
-  return stages.run(config, workdir, STAGES, title, unit="rect", desc="study", preamble=preamble)
+  return stages.run(
+    config,
+    workdir,
+    STAGES,
+    title,
+    desc="study",
+    preamble=lambda ctx: preamble(ctx, command_line),
+  )

@@ -8,7 +8,7 @@ label l for chain b at record r and baseline 1/L:
   table (b): the same beside the mean score of the seed topic itself (loss of topic identity);
   crossings: the chains whose target score exceeds the baseline at least once (and the peak);
   PCA: the 2-D principal components of all recorded sentence embeddings, each chain a path
-    coloured early (warm) -> late (cool) (Figs. 1, 4).
+    in its seed topic's colour, faint early and solid late (Figs. 1, 4).
 Prefix attractors: chains with a frozen prefix ("donald trump said that", ...); per prefix the
 mean topic scores of the endpoints, how often each label wins, and example endpoint texts.
 
@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import jax
 import numpy as np
 
+from glauber.measures.common import pyplot
 from glauber.measures.topics import TopicScorer
 from gmlm.runs import RunDir, markdown_table
 
@@ -262,23 +263,55 @@ def attractors(
   return out
 
 
-def figure_pca(results: dict):
-  """Each chain's PCA path, points coloured early (warm) -> late (cool)."""
-  import matplotlib
+def _count(k: int, noun: str) -> str:
+  return f"{k} {noun}" + ("" if k == 1 else "s")
 
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+
+def figure_pca(results: dict):
+  """Each chain's path in the 2-D PCA plane, one colour per seed topic (the legend), time by
+  opacity (faint early, solid late) with an arrow on each move, an open circle at the start
+  and a filled square at the end."""
+  plt = pyplot()
+  from matplotlib.lines import Line2D
 
   p_RBK = np.asarray(results["pca"])
   R, B, _ = p_RBK.shape
-  fig, ax = plt.subplots(figsize=(5.5, 4.5))
-  colour = plt.get_cmap("coolwarm_r")(np.linspace(0, 1, R))
+  seeds = results.get("seed_topics") or ["chain"] * B
+  topics = list(dict.fromkeys(seeds))
+  colour = {t: plt.get_cmap("tab10")(i % 10) for i, t in enumerate(topics)}
+  alpha_R = np.linspace(0.25, 1.0, R)
+  fig, ax = plt.subplots(figsize=(6.5, 5))
   for b in range(B):
-    ax.plot(p_RBK[:, b, 0], p_RBK[:, b, 1], color="gray", lw=0.4, alpha=0.5)
-    ax.scatter(p_RBK[:, b, 0], p_RBK[:, b, 1], c=colour, s=6)
+    c, x, y = colour[seeds[b]], p_RBK[:, b, 0], p_RBK[:, b, 1]
+    for r in range(R - 1):
+      ax.annotate(
+        "",
+        (x[r + 1], y[r + 1]),
+        (x[r], y[r]),
+        arrowprops=dict(arrowstyle="->", color=c, alpha=float(alpha_R[r + 1]), lw=1),
+      )
+    ax.scatter(x, y, color=c, alpha=alpha_R, s=10)
+    ax.scatter(x[0], y[0], s=45, facecolors="none", edgecolors=[c], linewidths=1.2)
+    ax.scatter(x[-1], y[-1], s=40, marker="s", color=c, edgecolors="k", linewidths=0.5)
+  handles = [
+    Line2D(
+      [], [], color=colour[t], marker="o", lw=1, label=f"{t} ({_count(seeds.count(t), 'chain')})"
+    )
+    for t in topics
+  ]
+  handles += [
+    Line2D([], [], ls="", marker="o", mfc="none", mec="0.3", label="start"),
+    Line2D([], [], ls="", marker="s", color="0.3", mec="k", label="end"),
+  ]
+  ax.legend(handles=handles, fontsize=7, loc="best", title="seed topic", title_fontsize=7)
   ratio = results["pca_explained"]
-  ax.set(xlabel=f"PC1 ({ratio[0]:.0%})", ylabel=f"PC2 ({ratio[1]:.0%})")
-  ax.set_title(f"{B} chains in sentence-embedding PCA space, red early -> blue late", fontsize=9)
+  ax.set(xlabel=f"PC1 ({ratio[0]:.0%} of variance)", ylabel=f"PC2 ({ratio[1]:.0%})")
+  steps = results.get("steps") or [0, R - 1]
+  ax.set_title(
+    f"{B} chains in sentence-embedding PCA space, steps {steps[0]}-{steps[-1]} "
+    "(faint early, solid late)",
+    fontsize=9,
+  )
   return fig
 
 

@@ -149,7 +149,22 @@ def measure(
   rng = np.random.default_rng(seed)
   tokens_BL = basin_states(rng, lay, candidates, token_id, k, num_states, base)
   D_BT = drift(model, spec, tokens_BL, token_id, temps, batch_size=batch_size)
-  rows = [
+  return {
+    "token": token,
+    "k": k,
+    "n": num_sites,
+    "num_states": num_states,
+    "base_text": base_text,
+    "rows": summary(D_BT, temps),
+    "drift_BT": D_BT.tolist(),
+  }
+
+
+def summary(D_BT, temperatures) -> list[dict]:
+  """Per temperature: min, median, mean of D and the fraction (and whether all) of the states
+  with D > 0."""
+  D_BT = np.asarray(D_BT)
+  return [
     {
       "temperature": T,
       "min": float(D_BT[:, t].min()),
@@ -158,17 +173,8 @@ def measure(
       "fraction_positive": float((D_BT[:, t] > 0).mean()),
       "all_positive": bool((D_BT[:, t] > 0).all()),
     }
-    for t, T in enumerate(temps)
+    for t, T in enumerate(temperatures)
   ]
-  return {
-    "token": token,
-    "k": k,
-    "n": num_sites,
-    "num_states": num_states,
-    "base_text": base_text,
-    "rows": rows,
-    "drift_BT": D_BT.tolist(),
-  }
 
 
 # The job's config keys (under a prefix, e.g. config.drift.*) and their defaults.
@@ -204,10 +210,51 @@ def from_config(model: MaskedLM, tokenizer, config, under: str = "drift.", **kw)
   return measure(model, tokenizer, **config_args(config, under, DEFAULTS), **kw)
 
 
+def figure(results: dict):
+  """A histogram of D per T on an axis and bins taken from the data (D often spans 1e-3 or
+  less: an axis that also held 0 would draw no visible bar), 0 marked when it is in view or
+  named when not, and each T's min / median / max written on the figure."""
+  plt = pyplot()
+  tok, k, n, B = results["token"], results["k"], results["n"], results["num_states"]
+  D_BT = np.asarray(results["drift_BT"], np.float64)
+  lo, hi = float(D_BT.min()), float(D_BT.max())
+  pad = max(0.05 * (hi - lo), 1e-6 * max(abs(lo), abs(hi)), 1e-12)
+  edges = np.linspace(lo - pad, hi + pad, min(30, max(5, B // 4)) + 1)
+  fig, ax = plt.subplots(figsize=(6.5, 3.8))
+  for t, r in enumerate(results["rows"]):
+    ax.hist(D_BT[:, t], bins=edges, alpha=0.55, label=f"T = {r['temperature']:g}")
+  ax.set_xlim(edges[0], edges[-1])
+  if edges[0] <= 0 <= edges[-1]:
+    ax.axvline(0, color="k", lw=0.8)
+  ax.ticklabel_format(axis="x", useOffset=False)  # the values themselves, not an offset
+  ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+  stats = [
+    f"T = {r['temperature']:g}: min {r['min']:.5g}, median {r['median']:.5g}, max "
+    f"{D_BT[:, t].max():.5g}"
+    for t, r in enumerate(results["rows"])
+  ]
+  if hi < 0 or lo > 0:
+    side = "all D < 0: N drifts down (no certificate)" if hi < 0 else "all D > 0: certified"
+    stats.append(f"{side}; 0 is off this axis")
+  ax.text(
+    0.02,
+    0.97,
+    "\n".join(stats),
+    transform=ax.transAxes,
+    va="top",
+    fontsize=7,
+    bbox=dict(facecolor="w", alpha=0.85, edgecolor="0.7"),
+  )
+  ax.set_ylim(0, ax.get_ylim()[1] * (1.25 + 0.12 * len(stats)))  # room for the numbers
+  ax.set_xlabel(f"D(x): expected one-step change of the number of {tok!r} (tokens per step)")
+  ax.set_ylabel("states")
+  ax.set_title(f"Drift at the boundary N = {k} (n = {n}, {B} states)")
+  ax.legend(fontsize=8, loc="upper right")
+  return fig
+
+
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 4 (the paper's table) and a histogram of D per T."""
-  plt = pyplot()
-
   tok, k, n, B = results["token"], results["k"], results["n"], results["num_states"]
   fill = (
     f"the other sites from {results['base_text']!r}"
@@ -225,20 +272,55 @@ def section(results: dict, run: RunDir) -> str:
     ]
     for r in results["rows"]
   ]
-  D_BT = np.asarray(results["drift_BT"])
-  fig, ax = plt.subplots(figsize=(6, 3.5))
-  for t, r in enumerate(results["rows"]):
-    ax.hist(D_BT[:, t], bins=30, alpha=0.6, label=f"T = {r['temperature']:g}")
-  ax.axvline(0, color="k", lw=0.6)
-  ax.set_xlabel(f"D(x): expected one-step change of the number of {tok!r}")
-  ax.set_ylabel("states")
-  ax.set_title(f"Drift at the boundary N = {k} (n = {n}, {B} states)")
-  ax.legend(fontsize=8)
-  run.savefig(fig, "drift.png")
+  run.savefig(figure(results), "drift.png")
   return (
     f"## Drift certificate for the {tok!r} basin (Section 5.4)\n\n"
     f"{B} states with exactly k = {k} {tok!r} tokens at random positions among n = {n} "
     f"free sites, {fill}; D(x) computed exactly from the conditionals.\n\n"
     + markdown_table(header, rows, digits=3)
-    + "\n![drift](drift.png)\n"
+    + "\n"
+    + interpretation(results)
+    + "\n\n![drift](drift.png)\n"
   )
+
+
+def interpretation(results: dict) -> str:
+  """What the table says, in words: at which T the certificate holds (D > 0 at every state)
+  and, where no state has D > 0, that N drifts down (and whether the model gives the token
+  almost no probability anywhere: D within 1% of -k/n)."""
+  tok, k, n = results["token"], results["k"], results["n"]
+  rows = results["rows"]
+
+  def temps(rs):
+    return ", ".join(f"{r['temperature']:g}" for r in rs)
+
+  certified = [r for r in rows if r["all_positive"]]
+  none = [r for r in rows if r["fraction_positive"] == 0]
+  some = [r for r in rows if 0 < r["fraction_positive"] and not r["all_positive"]]
+  out = []
+  if certified:
+    out.append(
+      f"At T = {temps(certified)} every state has D > 0: N is a strict submartingale at the "
+      f"boundary N = {k}, so leaving {{N >= {k}}} takes a time exponential in k (certified)."
+    )
+  if some:
+    out.append(
+      f"At T = {temps(some)} only some states have D > 0: no certificate (it needs all of "
+      "them); N drifts up from some boundary states and down from others."
+    )
+  if none:
+    floor = [r for r in none if abs(r["median"] + k / n) <= 0.01 * k / n]
+    out.append(
+      f"At T = {temps(none)} no state has D > 0: at the boundary the number of {tok!r} goes "
+      "down on average, so these conditionals do not hold the chain in the basin and the "
+      "certificate does not apply (read: no trap of this kind at this k, not a failed "
+      "measurement)."
+      + (
+        f" At T = {temps(floor)} the median D is within 1% of -k/n = {-k / n:.4g}, its value "
+        f"when p_i^T({tok!r}) = 0 at every site: the model gives {tok!r} almost no probability "
+        "here, each one is rewritten as soon as its site is picked."
+        if floor
+        else ""
+      )
+    )
+  return " ".join(out)

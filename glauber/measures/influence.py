@@ -376,6 +376,73 @@ def _fmt_t(x) -> str:
   return "none on the grid" if x is None else f"{x:.3g}"
 
 
+def _temperature_axis(ax, temps) -> None:
+  """A log T axis ticked at the grid's temperatures only (log axes label their minor ticks
+  over short ranges, and those labels collide)."""
+  ax.set_xscale("log")
+  ax.minorticks_off()
+  shown = list(temps) if len(temps) <= 10 else list(temps)[:: -(-len(temps) // 10)]
+  ax.set_xticks(shown, [f"{T:g}" for T in shown])
+  ax.set_xlabel("temperature T")
+
+
+def curve_figure(results: dict):
+  """α̂ and its ω bound against T (left); Theorem 5's t_mix bound against T (right), the
+  temperatures where α̂ >= 1 (no bound: infinite) marked by triangles at the top edge."""
+  plt = pyplot()
+  temps = results["temperatures"]
+  fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+  ax0.plot(temps, results["alpha_hat_max"], "o-", label="α̂ (max over contexts)")
+  ax0.plot(temps, results["alpha_hat_mean"], "s--", label="α̂ (mean over contexts)")
+  ax0.plot(temps, results["omega_bound"], "^:", ms=4, label="max_i Σ_j ω_ij / (4T)")
+  ax0.set_yscale("log")
+  ax0.axhline(1, color="k", lw=0.6)
+  _temperature_axis(ax0, temps)
+  ax0.set_ylabel("α̂ (sum of TV distances)")
+  ax0.set_title("Influence α̂ = max_i Σ_j α_ij against T (< 1: contraction)", fontsize=9)
+  ax0.legend(fontsize=7)
+  bound = [float(m) for m in results["tmix_bound"]]
+  finite = [(T, m) for T, m in zip(temps, bound) if math.isfinite(m)]
+  infinite = [T for T, m in zip(temps, bound) if not math.isfinite(m)]
+  if finite:
+    ax1.plot(*zip(*finite), "o-", label="bound (α̂ < 1)")
+    ax1.set_yscale("log")
+    lo, hi = min(m for _, m in finite), max(m for _, m in finite)
+    ax1.set_ylim(lo / 1.5, hi * (8 if infinite else 1.5))  # room above for the ∞ marks
+  else:
+    ax1.set_ylim(0, 1)
+    ax1.set_yticks([])
+  if infinite:
+    top = ax1.get_xaxis_transform()  # x in data, y in axes coordinates
+    ax1.plot(
+      infinite,
+      [0.96] * len(infinite),
+      "^",
+      color="tab:red",
+      ms=8,
+      transform=top,
+      label="∞: α̂ >= 1, no bound",
+    )
+    ax1.text(
+      0.5,
+      0.5 if not finite else 0.85,
+      f"no finite bound at T = {', '.join(f'{T:g}' for T in infinite)} (α̂ >= 1)",
+      transform=ax1.transAxes,
+      ha="center",
+      va="center",
+      fontsize=8,
+      color="tab:red",
+    )
+  _temperature_axis(ax1, temps)
+  if infinite:
+    ax1.set_xlim(*ax0.get_xlim())
+  ax1.set_ylabel("steps")
+  ax1.set_title(f"Theorem 5: t_mix({results['epsilon']:g}) <= ⌈n/(1-α̂) log(n/ε)⌉", fontsize=9)
+  ax1.legend(fontsize=7, loc="lower left")
+  fig.tight_layout()
+  return fig
+
+
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 2: the α̂ table, the temperatures, the curve and the
   heatmap figures."""
@@ -396,31 +463,20 @@ def section(results: dict, run: RunDir) -> str:
     for t, T in enumerate(temps)
   ]
   slack = max(results["lemma6_slack"])
-  fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3.6))
-  ax0.loglog(temps, results["alpha_hat_max"], "o-", label="α̂ (max over contexts)")
-  ax0.loglog(temps, results["alpha_hat_mean"], "s--", label="α̂ (mean over contexts)")
-  ax0.loglog(temps, results["omega_bound"], ":", label="max_i Σ_j ω_ij / (4T)")
-  ax0.axhline(1, color="k", lw=0.6)
-  ax0.set_xlabel("T")
-  ax0.set_ylabel("α̂")
-  ax0.set_title("Influence α̂ = max_i Σ_j α_ij vs T")
-  ax0.legend(fontsize=7)
-  finite = [(T, float(m)) for T, m in zip(temps, results["tmix_bound"]) if math.isfinite(float(m))]
-  if finite:
-    ax1.loglog(*zip(*finite), "o-")
-  ax1.set_xlabel("T")
-  ax1.set_ylabel("steps")
-  ax1.set_title(f"Theorem 5: t_mix({results['epsilon']:g}) <= ⌈n/(1-α̂) log(n/ε)⌉")
-  fig.tight_layout()
-  run.savefig(fig, "influence_vs_T.png")
+  run.savefig(curve_figure(results), "influence_vs_T.png")
 
   t_show = int(np.argmin(np.abs(np.log(temps) - 0.0)))  # the grid T nearest 1
   A = np.asarray(results["alpha_max"])[t_show]
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
   labels = results["tokens"]
-  for ax, M, title in (
-    (axes[0], A, f"α_ij at T = {temps[t_show]:g}"),
-    (axes[1], np.asarray(results["omega"]), "score oscillation ω_ij"),
+  for ax, M, title, unit in (
+    (axes[0], A, f"α_ij at T = {temps[t_show]:g}", "α_ij (total variation, 0 to 1)"),
+    (
+      axes[1],
+      np.asarray(results["omega"]),
+      "score oscillation ω_ij",
+      "ω_ij (score difference, nats at T = 1)",
+    ),
   ):
     im = ax.imshow(M, cmap="viridis")
     ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
@@ -428,7 +484,8 @@ def section(results: dict, run: RunDir) -> str:
     ax.set_xlabel("j (varied)")
     ax.set_ylabel("i (resampled)")
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.colorbar(im, ax=ax, shrink=0.8, label=unit)
+  fig.tight_layout()
   run.savefig(fig, "influence_heatmap.png")
   return (
     "## Influence and contraction (Sections 5.1-5.2)\n\n"

@@ -220,6 +220,11 @@ def from_config(model: MaskedLM, tokenizer, config, under: str = "margins.", **k
   return measure(model, tokenizer, **config_args(config, under, DEFAULTS), **kw)
 
 
+def _cell(text: str) -> str:
+  """A text as a Markdown table cell, whole (code span; `|` escaped)."""
+  return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
 def section(results: dict, run: RunDir) -> str:
   """The report section of protocol 3 (a table per temperature) and its figure."""
   plt = pyplot()
@@ -233,35 +238,38 @@ def section(results: dict, run: RunDir) -> str:
     "predicted escape = 1/bound; exact = the engine's one-step exit probability "
     "(1/n) Σ_i (1 - p_i^T(x_i)) and its mean holding time 1/exit.\n",
   ]
-  header = ["text", "n", "Δ_mean", "Δ_min", "argmax sites", "type"]
+  header = ["No.", "text", "n", "Δ_mean", "Δ_min", "argmax sites", "type"]
   rows = [
-    [s["text"], s["n"], s["delta_mean"], s["delta_min"], s["argmax_sites"], s["type"]]
-    for s in states
+    [i, _cell(s["text"]), s["n"], s["delta_mean"], s["delta_min"], s["argmax_sites"], s["type"]]
+    for i, s in enumerate(states, 1)
   ]
   out.append(markdown_table(header, rows, digits=3))
-  header = ["text", "T", "exit bound", "predicted escape", "exact exit prob", "mean holding"]
+  header = ["No.", "T", "exit bound", "predicted escape", "exact exit prob", "mean holding"]
   rows = [
     [
-      s["text"][:40],
+      i,
       T,
       s["exit_bound"][t],
       s["predicted_escape"][t] if float(s["exit_bound"][t]) < 1 else "- (bound >= 1)",
       s["exit_prob"][t],
       s["mean_holding_time"][t],
     ]
-    for s in states
+    for i, s in enumerate(states, 1)
     for t, T in enumerate(temps)
   ]
-  out.append("\n" + markdown_table(header, rows, digits=3))
+  out.append("\nPer temperature (No.: the text of that row above):\n")
+  out.append(markdown_table(header, rows, digits=3))
   fig, ax = plt.subplots(figsize=(7, 3.5))
-  for s in states:
+  for i, s in enumerate(states, 1):
     gaps = [float(g) for g in s["gaps"]]  # read back from JSON: ±inf is "inf" / "-inf"
-    ax.plot(range(1, s["n"] + 1), gaps, marker="o", ms=3, label=s["text"][:30])
+    label = f"No. {i} (n = {s['n']}, Δ_min = {float(s['delta_min']):.3g}, {s['type']})"
+    ax.plot(range(1, s["n"] + 1), gaps, marker="o", ms=3, label=label)
   ax.axhline(0, color="k", lw=0.6)
+  ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
   ax.set_xlabel("site i")
-  ax.set_ylabel("score gap g_i")
+  ax.set_ylabel("score gap g_i (nats at T = 1)")
   ax.set_title("Per-site score gaps (> 0: the token is its site's argmax)")
-  ax.legend(fontsize=7)
+  ax.legend(fontsize=7, title="state (the report's No.)", title_fontsize=7)
   run.savefig(fig, "margins.png")
   out.append("\n![score gaps](margins.png)\n")
   return "\n".join(out)

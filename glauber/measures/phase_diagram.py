@@ -20,6 +20,7 @@ import numpy as np
 
 from glauber import chains, coupling
 from glauber.chains import Spec
+from glauber.measures.common import pyplot
 from gmlm.runs import RunDir
 
 Starts = Callable[[int], tuple[np.ndarray, np.ndarray]]
@@ -142,11 +143,7 @@ def grid(results: dict) -> tuple[np.ndarray, np.ndarray]:
 def figure(results: dict):
   """Fig. 2-style heatmap: fraction coalesced within the budget over (T, n), the median
   coalescence step written in each cell ("—": fewer than half coalesced)."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
+  plt = pyplot()
   fraction, median = grid(results)
   ns, Ts = results["num_sites"], results["temperatures"]
   fig, ax = plt.subplots(figsize=(1.1 * len(Ts) + 2.2, 0.6 * len(ns) + 1.8))
@@ -163,7 +160,7 @@ def figure(results: dict):
     "\nnumbers: median coalescence step",
     fontsize=9,
   )
-  fig.colorbar(im, ax=ax, label="fraction coalesced")
+  fig.colorbar(im, ax=ax, label=f"fraction of the {results['num_pairs']} pairs coalesced")
   return fig
 
 

@@ -629,7 +629,7 @@ def histogram_figure(models: list[dict[str, Any]]):
     ax.hist(d, bins=bins, alpha=0.6, label=f"{m['model']} (mean {m['mean']:.3f})")
     ax.axvline(m["mean"], color="k", ls=":", lw=1)
   controls = ", ".join(f"{m['model']} max {m['max']:.1e}" for m in models if m["type"] == "AR")
-  ax.set(xlabel="rectangle incompatibility ΔR", ylabel="rectangles")
+  ax.set(xlabel="rectangle incompatibility ΔR (nats)", ylabel="rectangles")
   ax.set_title(
     "ΔR of random rectangles" + (f"\ncausal controls: {controls}" if controls else ""), fontsize=9
   )
@@ -637,9 +637,12 @@ def histogram_figure(models: list[dict[str, Any]]):
   return fig
 
 
-def distance_figure(models: list[dict[str, Any]], alpha_NN: np.ndarray | None = None):
+def distance_figure(
+  models: list[dict[str, Any]], alpha_NN: np.ndarray | None = None, source: str = "the passages"
+):
   """dR against |i - j| (points and the mean per distance), and against the symmetric pairwise
-  influence (alpha_ij + alpha_ji) / 2 when alpha_NN is given (Fig. 6's claim)."""
+  influence (alpha_ij + alpha_ji) / 2 when alpha_NN is given (Fig. 6's claim); `source` names
+  where the rectangles were drawn (the titles say it: two figures may show different draws)."""
   plt = _plt()
   mlms = [m for m in models if m["type"] == "MLM"]
   panels = 1 if alpha_NN is None else 2
@@ -650,14 +653,19 @@ def distance_figure(models: list[dict[str, Any]], alpha_NN: np.ndarray | None = 
     v = [r["delta_r"] for r in m["rectangles"]]
     (line,) = ax.plot(*zip(*[(k, mean) for k, _, mean in by_distance(m)]), "-", label=m["model"])
     ax.scatter(d, v, s=6, alpha=0.3, color=line.get_color())
-  ax.set(xlabel="|i − j| (tokens)", ylabel="ΔR", title="ΔR against site distance (line: mean)")
+  count = sum(len(m["rectangles"]) for m in mlms)
+  ax.set(xlabel="|i − j| (tokens)", ylabel="ΔR (nats)")
+  ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+  ax.set_title(f"ΔR against site distance: {count} rectangles on {source} (line: mean)", fontsize=9)
   ax.legend(fontsize=8)
   if alpha_NN is not None:
     ax = axes[0, 1]
     for m in mlms:
       a, v = influence_pairs(m, alpha_NN)
       ax.scatter(a, v, s=8, alpha=0.5, label=m["model"])
-    ax.set(xlabel="(α_ij + α_ji) / 2", ylabel="ΔR", title="ΔR against pairwise influence")
+    ax.set(xlabel="(α_ij + α_ji) / 2 (total variation)", ylabel="ΔR (nats)")
+    ax.set_title(f"ΔR against pairwise influence: the same {count} rectangles", fontsize=9)
+    ax.legend(fontsize=8)
   return fig
 
 

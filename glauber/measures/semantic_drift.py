@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glauber.measures.common import pyplot
 from gmlm.runs import RunDir, markdown_table
 
 Decode = Callable[[np.ndarray], list[str]]
@@ -199,11 +200,7 @@ def figure(results: dict, cells: Sequence[dict] | None = None):
   """Fig. 3-style: (a) mean d_t against t per n at the highest T (needs the cells), (b) Version
   1: d at t_fixed against n (log axis) with a + b log n per T, (c) Version 2: median hitting
   step against n with c · n log n per T."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
+  plt = pyplot()
   rows, fits = results["cells"], {f["temperature"]: f for f in results["fits"]}
   temps = sorted(fits)
   colour = dict(zip(temps, plt.get_cmap("viridis")(np.linspace(0, 0.9, len(temps)))))
@@ -236,8 +233,11 @@ def figure(results: dict, cells: Sequence[dict] | None = None):
   ns = sorted({r["num_sites"] for r in rows})
   ax1.set_xticks(ns, [str(n) for n in ns])
   ax1.minorticks_off()
+  exact = " (2 n: exact fit)" if len(ns) <= 2 else ""
   ax1.set(
-    xlabel="n", ylabel=f"mean d at t = {results['t_fixed']}", title="(b) Version 1: a + b log n"
+    xlabel="n",
+    ylabel=f"mean d at t = {results['t_fixed']}",
+    title=f"(b) Version 1: a + b log n{exact}",
   )
   ax2.set(
     xlabel="n",
@@ -245,9 +245,34 @@ def figure(results: dict, cells: Sequence[dict] | None = None):
     title="(c) Version 2: c n log n",
   )
   ax1.legend(fontsize=7)
-  ax2.legend(fontsize=7)
+  if ax2.get_legend_handles_labels()[0]:
+    ax2.legend(fontsize=7)
+  else:  # no T has a cell whose median chain reached d*: say so instead of a blank panel
+    last = max(max(c["steps"]) for c in cells) if cells else None
+    within = f" within {last} steps" if last is not None else ""
+    ax2.text(
+      0.5,
+      0.5,
+      f"no cell's median chain\nreached d* = {results['threshold']:g}{within}",
+      transform=ax2.transAxes,
+      ha="center",
+      va="center",
+      fontsize=9,
+    )
+    ax2.set_xticks(ns, [str(n) for n in ns])
+    ax2.set_xlim(min(ns) - 1, max(ns) + 1)
+    ax2.set_yticks([])
   fig.tight_layout()
   return fig
+
+
+def _r2_cell(r2, points: int, parameters: int) -> str | float:
+  """R² as the fit table shows it: a word when the fit had no more points than parameters."""
+  if r2 is None:
+    return "—"
+  if points <= parameters:
+    return f"{r2:.3g} ({points} points: exact by construction)"
+  return r2
 
 
 def section(results: dict, run: RunDir, cells: Sequence[dict] | None = None) -> str:
@@ -267,18 +292,32 @@ def section(results: dict, run: RunDir, cells: Sequence[dict] | None = None) -> 
     ]
     for r in results["cells"]
   ]
+  v1_points = {f["temperature"]: 0 for f in results["fits"]}
+  for r in results["cells"]:
+    v1_points[r["temperature"]] += 1
   fit_rows = [
     [
       f["temperature"],
       show(f["version1"]["a"]),
       show(f["version1"]["b"]),
-      show(f["version1"]["r2"]),
+      _r2_cell(f["version1"]["r2"], v1_points[f["temperature"]], 2),
+      v1_points[f["temperature"]],
       show(f["version2"]["c"]),
-      show(f["version2"]["r2"]),
+      _r2_cell(f["version2"]["r2"], f["version2_points"], 1),
       f["version2_points"],
     ]
     for f in results["fits"]
   ]
+  exact = any(
+    0 < v1_points[f["temperature"]] <= 2 or 0 < f["version2_points"] <= 1 for f in results["fits"]
+  )
+  note = (
+    "A fit from as many points as it has parameters (V1: 2 values of n, V2: 1) passes through "
+    "them exactly: its R² is 1 (or undefined) by construction and says nothing about the law; "
+    "give semantic_drift.num_sites 3 or more values.\n"
+    if exact
+    else ""
+  )
   run.savefig(figure(results, cells), "semantic_drift.png")
   return "\n".join(
     [
@@ -291,9 +330,19 @@ def section(results: dict, run: RunDir, cells: Sequence[dict] | None = None) -> 
         rows,
       ),
       markdown_table(
-        ["T", "V1 a", "V1 b (per log n)", "V1 R²", "V2 c (per n log n)", "V2 R²", "V2 points"],
+        [
+          "T",
+          "V1 a",
+          "V1 b (per log n)",
+          "V1 R²",
+          "V1 points",
+          "V2 c (per n log n)",
+          "V2 R²",
+          "V2 points",
+        ],
         fit_rows,
       ),
+      note,
       "![semantic drift](semantic_drift.png)\n",
     ]
   )

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glauber.measures.common import pyplot
 from gmlm.runs import RunDir, markdown_table
 
 Margins = Callable[[np.ndarray], dict]
@@ -370,27 +371,46 @@ HEADER = [
 
 
 def figure(results: dict):
-  """Each chain's traps on a step axis, coloured by neighbourhood."""
-  import matplotlib
+  """Each chain's traps on a step axis, coloured by neighbourhood (the legend), the
+  holding-time detector's as black lines; with no trap, says so on the axes."""
+  plt = pyplot()
+  from matplotlib.lines import Line2D
+  from matplotlib.patches import Patch
 
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  B = results["num_chains"]
-  fig, ax = plt.subplots(figsize=(7, 0.3 * B + 1.2))
+  B, last = results["num_chains"], results["last_step"]
+  fig, ax = plt.subplots(figsize=(7, 0.3 * B + 1.6))
   cmap = plt.get_cmap("tab10")
   for t in results["traps"]:
     ax.broken_barh(
       [(t["start"], t["duration"])], (t["chain"] - 0.4, 0.8), color=cmap(t["neighbourhood"] % 10)
     )
-  for t in results.get("holding_traps", []):
+  held = results.get("holding_traps", [])
+  for t in held:
     ax.plot([t["start"], t["start"] + t["duration"]], [t["chain"]] * 2, color="k", lw=1)
-  ax.set(
-    xlim=(0, results["last_step"]), ylim=(-0.6, B - 0.4), xlabel="Glauber step", ylabel="chain"
+  ax.set(xlim=(0, last), ylim=(-0.6, B - 0.4), xlabel="Glauber step", ylabel="chain")
+  either = (
+    "\n(neither the drift rule nor the holding-time detector)" if "holding_traps" in results else ""
   )
+  if not results["traps"] and not held:
+    ax.text(
+      0.5,
+      0.5,
+      f"no traps found ({B} chains × {last} steps){either}",
+      transform=ax.transAxes,
+      ha="center",
+      va="center",
+      fontsize=10,
+    )
+  hoods = sorted({t["neighbourhood"] for t in results["traps"]})
+  handles = [Patch(color=cmap(h % 10), label=f"neighbourhood {h}") for h in hoods[:10]]
+  if len(hoods) > 10:
+    handles.append(Patch(color="w", label=f"(+{len(hoods) - 10} more, colours repeat)"))
+  if held:
+    handles.append(Line2D([], [], color="k", lw=1, label="holding-time trap"))
+  if handles:
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
   ax.set_title(
-    f"Traps (drift < {results['threshold']} over {results['window']} steps; colour: "
-    "neighbourhood" + ("; black: holding-time traps)" if "holding_traps" in results else ")"),
+    f"Traps: windows of {results['window']} steps with mean drift < {results['threshold']}",
     fontsize=9,
   )
   return fig

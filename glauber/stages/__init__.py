@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 import time
 from typing import Any, Callable
 
@@ -28,14 +29,14 @@ from glauber import chains
 from glauber.oracle import load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.checks import UserError
-from gmlm.runs import RunDir
+from gmlm.runs import CELLS, RunDir
 
 
 @dataclasses.dataclass
 class Context:
   """What a stage reads: the config, the run directory, the MLM and its tokenizer, the passages
   (`texts`), the allowed tokens (allowed_V: candidates of a site) and `results`, the finished
-  stages' results by name. `progress` is the job's progress bar (tqdm); `shared` holds what
+  stages' results by name. `progress` is the job's bar over stages (tqdm); `shared` holds what
   several stages load once (`ctx.load(name, make)`)."""
 
   config: Any
@@ -63,7 +64,6 @@ class Stage:
   compute: Callable[[Context], dict]
   section: Callable[[dict, RunDir], str]
   validate: Callable[[Any], None] = lambda config: None
-  work: Callable[[Any], int] = lambda config: 0  # units of the progress bar it advances
 
 
 def allowed_tokens(tokenizer, vocab_size: int, exclude_pattern: str) -> np.ndarray:
@@ -139,37 +139,56 @@ def timed(compute: Callable[[Context], dict], ctx: Context) -> dict:
   return {**results, "seconds": time.perf_counter() - t0}
 
 
+def bar(total: int, desc: str, unit: str = "step", **kw):
+  """A tqdm progress bar (a stage's own, under the job's bar over stages)."""
+  from tqdm import tqdm
+
+  return tqdm(total=total, desc=desc, unit=unit, **kw)
+
+
 def run(
   config,
   workdir: str,
   stages: tuple[Stage, ...],
   title: str,
-  unit: str = "it",
   desc: str = "stages",
   preamble: Callable[[Context], str] | None = None,
 ) -> dict:
   """Computes the config's stages in order (each in its cell, its wall time stored as
-  "seconds"), then renders report.md (the title, `preamble(ctx)`, a section per stage) and
-  writes results.json (last). The caller has validated the config and checked for a finished
-  run."""
-  from tqdm import tqdm
-
+  "seconds"), then renders report.md (the title, `preamble(ctx)`, a section per stage, each
+  heading after a blank line) and writes results.json (last). The job's progress bar counts
+  stages (the stage being computed in its postfix; a long stage has its own bar below it); a
+  resumed run says how many stages it found done. The caller has validated the config and
+  checked for a finished run."""
   model, tokenizer = load_mlm(config.model, config.dtype, config.allow_pickle)
   allowed_V = allowed_tokens(tokenizer, model.config.vocab_size, config.exclude_pattern)
   rd = RunDir(workdir, config)
   chosen = [s for s in stages if s.name in stage_names(config)]
-  total = sum(s.work(config) for s in chosen)
-  bar = tqdm(total=total, desc=desc, unit=unit, disable=not total)
+  done = sum((rd.path / CELLS / f"{s.name}.json").is_file() for s in chosen)
+  if done:
+    print(f"resuming: {done} of {len(chosen)} stages done ({rd.path})", file=sys.stderr)
+  progress = bar(len(chosen), desc, "stage", initial=done)
   ctx = Context(
-    config, rd, model, tokenizer, read_passages(config.text, config.max_passages), allowed_V, bar
+    config,
+    rd,
+    model,
+    tokenizer,
+    read_passages(config.text, config.max_passages),
+    allowed_V,
+    progress,
   )
   for stage in chosen:  # compute every stage, then render (a section may use another's results)
-    bar.set_postfix(stage=stage.name)
+    stored = (rd.path / CELLS / f"{stage.name}.json").is_file()
+    progress.set_postfix(stage=stage.name)
     ctx.results[stage.name] = rd.cell(stage.name, lambda: timed(stage.compute, ctx))
-  bar.close()
-  sections = [stage.section(ctx.results[stage.name], rd) for stage in chosen]
+    if not stored:
+      progress.update(1)
+  progress.close()
+  sections = [stage.section(ctx.results[stage.name], rd).strip() for stage in chosen]
   results = {"model": model_name(config.model), **ctx.results}
-  head = f"# {title}: {model_name(config.model)}\n\n" + (preamble(ctx) if preamble else "")
-  rd.write_report(head + "\n".join(sections))
+  head = f"# {title}: {model_name(config.model)}\n\n" + (preamble(ctx).strip() if preamble else "")
+  # A blank line before each section: a heading right after a block (a table, an HTML
+  # <details>) is not a heading in CommonMark.
+  rd.write_report("\n\n".join([head.strip(), *sections]) + "\n")
   rd.write_results(results)  # last: a run with results.json is finished
   return results

@@ -20,7 +20,7 @@ import time
 import jax
 import numpy as np
 
-from glauber import chains, init_states, metropolis, recording
+from glauber import chains, init_states, metropolis, recording, stages
 from glauber.layout import Layout, max_sequence_length
 from glauber.measures import basins, phase_diagram, semantic_drift, topics
 from glauber.measures import margins as margins_lib
@@ -80,18 +80,12 @@ def passages(ctx: Context, num_sites: int, count: int) -> list[str]:
   return long[:count]
 
 
-def bar(total: int, desc: str, unit: str = "step"):
-  from tqdm import tqdm
-
-  return tqdm(total=total, desc=desc, unit=unit)
-
-
 def long_chains(ctx: Context, name: str, c, lay: Layout, x0_BL, mode: str = "plain"):
   """(trajectory, spec, seconds) of the stage's chains at c.temperature from x0_BL, recorded
   under the run directory's `name/` chunk by chunk (resumable) with a progress bar."""
   spec = chains.make_spec(ctx.candidates(), ctx.model.config.vocab_size, lay, c.temperature)
   num_records = c.num_steps // c.record_every
-  progress = bar(num_records * c.record_every, f"{name} chains ({mode})")
+  progress = stages.bar(num_records * c.record_every, f"{name} chains ({mode})")
   t0 = time.perf_counter()
   data = recording.run_recorded(
     ctx.run.path / name,

@@ -45,10 +45,6 @@ def validate_rectangle(config) -> None:
     )
 
 
-def rectangle_work(config) -> int:
-  return config.num_rectangles + config.control_rectangles * len(control_names(config))
-
-
 def _cell_name(name: str) -> str:
   return "rectangle_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -59,6 +55,8 @@ def compute_rectangle(ctx: Context) -> dict:
   common = dict(
     top_k=c.replacement_top_k, batch_size=c.batch_size, max_tokens=c.max_tokens, seed=c.seed
   )
+  total = c.num_rectangles + c.control_rectangles * len(control_names(c))
+  progress = stages.bar(total, "rectangles", "rect")
   models = [
     ctx.run.cell(
       _cell_name("mlm"),
@@ -69,7 +67,7 @@ def compute_rectangle(ctx: Context) -> dict:
         name=model_name(c.model),
         num_rectangles=c.num_rectangles,
         allowed_V=ctx.allowed_V,
-        progress=ctx.progress.update,
+        progress=progress.update,
         **common,
       ),
     )
@@ -85,11 +83,12 @@ def compute_rectangle(ctx: Context) -> dict:
         name=label,
         num_rectangles=c.control_rectangles,
         allowed_V=stages.allowed_tokens(tokenizer, model.config.vocab_size, c.exclude_pattern),
-        progress=ctx.progress.update,
+        progress=progress.update,
         **common,
       )
 
     models.append(ctx.run.cell(_cell_name(name), control))
+  progress.close()
   return {"text": stages.text_name(c.text), "models": models}
 
 
@@ -133,7 +132,9 @@ def section_influence(results: dict, run: RunDir) -> str:
   alpha_NN = np.asarray(results["alpha_max"][t1])
   rects = results["seed_rectangles"]
   a_X, d_X = rectangle.influence_pairs(rects, alpha_NN)
-  run.savefig(rectangle.distance_figure([rects], alpha_NN), "rectangle_influence.png")
+  run.savefig(
+    rectangle.distance_figure([rects], alpha_NN, "the seed sentence"), "rectangle_influence.png"
+  )
   corr = float(np.corrcoef(a_X, d_X)[0, 1]) if len(a_X) > 2 and a_X.std() > 0 else float("nan")
   return (
     text
@@ -157,7 +158,7 @@ def compute_drift(ctx: Context) -> dict:
 
 
 STAGES: tuple[Stage, ...] = (
-  Stage("rectangle", compute_rectangle, rectangle.section, validate_rectangle, rectangle_work),
+  Stage("rectangle", compute_rectangle, rectangle.section, validate_rectangle),
   Stage("influence", compute_influence, section_influence, validate_influence),
   Stage("margins", compute_margins, margins.section, lambda c: margins.validate(c, "margins.")),
   Stage("drift", compute_drift, drift.section, lambda c: drift.validate(c, "drift.")),

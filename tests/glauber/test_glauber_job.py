@@ -119,7 +119,9 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
   lines = [json.loads(l) for l in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
   assert len(lines) == 4 * 9 and lines[0]["step"] == 0 and lines[0]["chain"] == 0
   report = (tmp_path / "a" / "report.md").read_text()
-  assert "## Chain 0" in report
+  assert "## Chain 0" in report and "## Chain 2" in report and "## Chain 3" not in report
+  # It says that it shows 3 of the 4 chains, and where the others are.
+  assert "the texts of chains 0-2 of 4" in report and "(1 more chain there)" in report
   # The texts show the frozen prefix; the report says how much of a starting text was cut.
   assert all(l["text"].startswith("albert einstein said that ") for l in lines)
   assert "Starting text 0 is longer than n = 6 tokens: 8 tokens were cut" in report
