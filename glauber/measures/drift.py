@@ -277,7 +277,7 @@ def section(results: dict, run: RunDir) -> str:
     f"## Drift certificate for the {tok!r} basin (Section 5.4)\n\n"
     f"{B} states with exactly k = {k} {tok!r} tokens at random positions among n = {n} "
     f"free sites, {fill}; D(x) computed exactly from the conditionals.\n\n"
-    + markdown_table(header, rows, digits=3)
+    + markdown_table(header, rows, digits=5)  # D often spans 1e-3: 3 digits hid it
     + "\n"
     + interpretation(results)
     + "\n\n![drift](drift.png)\n"
@@ -312,9 +312,9 @@ def interpretation(results: dict) -> str:
     floor = [r for r in none if abs(r["median"] + k / n) <= 0.01 * k / n]
     out.append(
       f"At T = {temps(none)} no state has D > 0: at the boundary the number of {tok!r} goes "
-      "down on average, so these conditionals do not hold the chain in the basin and the "
-      "certificate does not apply (read: no trap of this kind at this k, not a failed "
-      "measurement)."
+      "down on average, so the certificate does not apply: at this k the basin is not "
+      "self-reinforcing for the sampled states (a finding about the model's conditionals, "
+      "not a failed measurement)."
       + (
         f" At T = {temps(floor)} the median D is within 1% of -k/n = {-k / n:.4g}, its value "
         f"when p_i^T({tok!r}) = 0 at every site: the model gives {tok!r} almost no probability "

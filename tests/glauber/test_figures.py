@@ -107,8 +107,9 @@ def test_influence_figure_marks_the_infinite_bounds_and_its_ticks_do_not_collide
 ):
   alpha_hat = [6.0, 3.5, 1.8, 0.9, 0.45, 0.22, 0.11, 0.05]  # t_mix bound infinite at 3 T
   seen = figure_checks.capture(monkeypatch)
-  influence.section(influence_results(alpha_hat), RunDir(tmp_path))
+  md = influence.section(influence_results(alpha_hat), RunDir(tmp_path))
   assert seen == {"influence_vs_T.png": [], "influence_heatmap.png": []}
+  assert md.count("| ∞ (α̂ >= 1: no bound) |") == 3 and "| inf |" not in md
   fig = influence.curve_figure(influence_results(alpha_hat))
   left, right = fig.axes
   assert figure_checks.overlapping_tick_labels(left) == []
