@@ -14,7 +14,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 from flax import nnx
 
-from gmlm.nn import bert, gpt2, llama, modernbert, roberta
+from gmlm.nn import bert, gguf, gpt2, llama, modernbert, roberta
 from gmlm.nn._checkpoint import read_config, read_tensors, resolve
 
 # architecture -> (model class, config from HF dict and overrides, weight loader)
@@ -156,8 +156,8 @@ def load_tokenizer(
   from transformers import AutoTokenizer  # Imported here: the models themselves do not need it.
 
   gguf_file = _gguf_file(path)
-  if gguf_file is not None:
-    return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+  if gguf_file is not None:  # our reader: transformers' GGUF reader imports torch
+    return gguf.tokenizer(gguf_file)
   if not any((path / f).is_file() for f in _TOKENIZER_FILES):
     return None
   return AutoTokenizer.from_pretrained(str(path))
