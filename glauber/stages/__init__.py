@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from glauber import chains
-from glauber.oracle import load_mlm, model_name, validate_model
+from glauber.oracle import check_sites, load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import RunDir
@@ -185,6 +185,8 @@ def validate(config, stages: tuple[Stage, ...]) -> None:
   for stage in stages:
     if stage.name in stage_names(config):
       stage.validate(config)
+  groups = [k for k in config.keys() if hasattr(config[k], "keys") and "num_sites" in config[k]]
+  check_sites(config, *(f"{g}.num_sites" for g in groups))
   check_needs(config, stages)
 
 

@@ -146,6 +146,22 @@ def load_model(
   return load_weights(model, tensors)
 
 
+def position_limit(model_dir: str | os.PathLike) -> int | None:
+  """The longest token sequence a local checkpoint directory's position table takes, from its
+  config.json alone (no weights read); None when the directory has no config.json or names no
+  max_position_embeddings (RoBERTa counts positions from pad_token_id + 1)."""
+  path = pathlib.Path(model_dir)
+  if not (path / "config.json").is_file():
+    return None
+  hf = read_config(path)
+  limit = hf.get("max_position_embeddings")
+  if not isinstance(limit, int):
+    return None
+  if hf.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+    return limit - int(hf.get("pad_token_id") or 0) - 1
+  return limit
+
+
 def load_tokenizer(
   name_or_path: str | os.PathLike, *, cache_dir: str | None = None, revision: str | None = None
 ):
