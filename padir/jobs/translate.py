@@ -5,8 +5,10 @@ translates stdin (or --config.input=PATH) line by line, in batches, to stdout (o
 An AR checkpoint decodes greedily (beam_size=1) or by beam search; a PaDIR checkpoint refines
 (padir.refinement, the config's options; defaults the paper's). An empty line, or one longer
 than the model's maximum source length, gets a message on stderr naming its line number and an
-empty output line; the others still translate. A missing checkpoint, or a run directory that
-is not a PaDIR / AR training run, is refused in one line before anything is loaded. Line i
+empty output line; the others still translate; a line most of whose words hold characters the
+vocabulary lacks gets a warning there. A missing checkpoint (the message names the quickest run
+to train), a run directory that is not a PaDIR / AR training run, or an input file that is not
+UTF-8 is refused in one line before anything is loaded or written. Line i
 decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
 The decoder is jitted once with the model split once (padir.speed.pure_jit); PaDIR batches
 decode at their longest candidate's length rounded up to a multiple of `trim`
