@@ -14,8 +14,17 @@ cell. Measured (2026-11-23, on 2 busy CPU cores; not timed): mean ΔR
 stays below 1 (the deepest trap holds π_T > 1/2 at low T, so the theorem must use a shallower
 state); TV(π_T, PL_T) 0.72 at T = 0.25, 0.58 at T = 1. MH on the restricted model mixes far
 slower than Glauber (exact MH t_mix ~7e3 'pll', ~3e4 'raw' at T = 1, Glauber 91); its last
-record stays within the i.i.d. band of its exact law. Any BERT / RoBERTa / ModernBERT works as
---config.model (the candidates must be one token each).
+record stays within the i.i.d. band of its exact law. Re-measured 2026-11-24 with the GTH
+stationary law (glauber.measures.exact.stationary; residuals ‖π P − π‖₁ <= 2.4e-16): the same
+exact-chain figures. SPLADE-tiny (--config.model=.whl/cognition/model, 2026-11-24, beside other
+work, not timed): mean ΔR 0.88; a deep metastable basin at T = 0.25, exact t_mix(1/4)
+7.30e11..7.39e11 (the absolute gap 1.9e-12, at float64 resolution, agrees: t_mix >= 0.69 / gap),
+while Theorem 8 at the deepest trap (Δ = 3.5, π_T 2.7e-6) bounds only 5.3e4 (exact 1/(4Φ) 2.4e5):
+a basin of several states traps far longer than any single state's margin says; 1.3e6 at T = 0.5,
+881..888 at T = 1, 39 at T = 2, 8 from T = 16 (Theorem 5: 17); TV(π_T, PL_T) 0.75 at T = 0.25,
+0.61 at T = 1; non-reversibility 3e-9 at T = 0.25 (the old solve, anchored on state 0 (π_T
+5.8e-21), had reported t_mix >= 4.6e18, TV 1.0 and non-reversibility 0.9999 there). Any BERT /
+RoBERTa / ModernBERT works as --config.model (the candidates must be one token each).
 """
 
 import ml_collections

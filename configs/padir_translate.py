@@ -6,7 +6,8 @@
 (`sample.py` runs the job padir.jobs.translate.) An AR checkpoint decodes greedily, or by beam
 search with --config.beam_size=5; a PaDIR checkpoint refines with the options below, whose
 defaults are the paper's (the authors' released decoder). Empty or over-long lines get a
-message on stderr naming the line and an empty output line. Result: one output line per input
+message on stderr naming the line and an empty output line; a line most of whose words hold
+characters the vocabulary lacks (they become <unk>) is translated with a warning on stderr. Result: one output line per input
 line (to stdout without --config.output, where sample.py's closing "Run directory" line
 follows them); runs/translate/results.json counts them and lists the skipped ones.
 """

@@ -86,8 +86,9 @@ def from_text(
 def text_cuts(
   tokenizer, lay: Layout, texts: str | os.PathLike | Sequence[str]
 ) -> list[dict[str, object]]:
-  """For each starting text: the text its n free sites hold ("kept") and how many of its
-  tokens did not fit ("tokens_cut")."""
+  """For each starting text: the text its n free sites hold ("kept"), how many of its tokens
+  did not fit ("tokens_cut") and its words the vocabulary lacks ("unknown": they start as the
+  tokenizer's unknown token, e.g. [UNK])."""
   out = []
   for text in read_texts(texts):
     ids = _tokens(tokenizer, text)
@@ -95,9 +96,18 @@ def text_cuts(
       {
         "kept": tokenizer.decode(ids[: lay.num_sites]),
         "tokens_cut": max(0, len(ids) - lay.num_sites),
+        "unknown": unknown_words(tokenizer, text),
       }
     )
   return out
+
+
+def unknown_words(tokenizer, text: str) -> list[str]:
+  """The whitespace-separated words of text that tokenize to the unknown token."""
+  unk = getattr(tokenizer, "unk_token_id", None)
+  if unk is None or unk not in _tokens(tokenizer, text):
+    return []
+  return [w for w in text.split() if unk in _tokens(tokenizer, w)]
 
 
 def random_tokens(

@@ -11,6 +11,8 @@ import dataclasses
 
 import numpy as np
 
+from gmlm.checks import UserError
+
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
@@ -71,12 +73,12 @@ class Layout:
     )
     if max_length is not None and lay.length > max_length:
       if lay.offset + 1 >= max_length:
-        raise ValueError(
+        raise UserError(
           f"the prefix {prefix!r} is {len(prefix_ids)} tokens: with [CLS] and "
           f"[SEP] it leaves no room for free sites in the model's {max_length} "
           "positions"
         )
-      raise ValueError(
+      raise UserError(
         f"n = {num_sites} free sites + prefix ({len(prefix_ids)} tokens) + "
         f"[CLS]/[SEP] = {lay.length} tokens exceeds the model's {max_length} "
         f"positions; use n <= {max_length - lay.offset - 1}"

@@ -86,6 +86,39 @@ def validate_model(config) -> None:
   )
 
 
+def position_limit(name: str) -> int | None:
+  """The longest sequence config.model takes, when its config.json tells without loading it
+  (the default MLM, a local directory); None otherwise (a hub id: checked after loading)."""
+  import os
+
+  from gmlm.nn import loading, presets
+
+  if name in ("", "default"):
+    try:
+      return loading.position_limit(presets.minilm_dir())
+    except FileNotFoundError:
+      return None
+  return loading.position_limit(name) if os.path.isdir(name) else None
+
+
+def check_sites(config, *keys: str) -> None:
+  """Each key's number(s) of free sites plus [CLS] and [SEP] fit the model's positions (a prefix
+  takes more: checked once the tokenizer is loaded). Loads nothing."""
+  limit = position_limit(config.model)
+  if limit is None:
+    return
+  for key in keys:
+    value = checks.get(config, key)
+    for n in value if isinstance(value, (list, tuple)) else [value]:
+      checks.check(
+        isinstance(n, int) and n + 2 <= limit,
+        key,
+        value,
+        f"the model takes {limit} positions, so n + 2 ([CLS], [SEP]) + the prefix must fit: "
+        f"use n <= {limit - 2}",
+      )
+
+
 def model_name(name: str) -> str:
   """How reports name a model."""
   return "default (the embedded English MLM)" if name in ("", "default") else name

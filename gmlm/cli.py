@@ -14,10 +14,16 @@ is one of its own, validates the whole config and checks the run directory
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
 import importlib.util
+import io
+import itertools
 import os
+import re
 import sys
+import textwrap
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -104,20 +110,32 @@ def run(config: Any, workdir: str, entry: str) -> Any:
 
 
 def config_docs(configs_dir: Path, entry: str) -> list[tuple[str, str]]:
-  """(config file, first line of its header) for the configs whose job belongs to `entry`."""
+  """(config file, the first sentence of its header) for the configs whose job belongs to
+  `entry`."""
   out = []
   for path in sorted(configs_dir.glob("*.py")):
     if path.name.startswith("_"):
       continue
-    text = path.read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    doc = (ast.get_docstring(tree) or "").strip().splitlines() or [
-      line.lstrip("# ").strip() for line in text.splitlines()[:1] if line.startswith("#")
-    ]
     job = _config_job(path)
     if job and job_entry_point(job) == entry:
-      out.append((f"configs/{path.name}", doc[0] if doc else ""))
+      out.append((f"configs/{path.name}", purpose(path)))
   return out
+
+
+def purpose(path: Path) -> str:
+  """The first sentence of a config file's header (its docstring, else its leading comments),
+  however many lines it spans."""
+  text = path.read_text(encoding="utf-8")
+  doc = ast.get_docstring(ast.parse(text)) or "\n".join(
+    line.lstrip("# ")
+    for line in itertools.takewhile(lambda x: x.startswith("#"), text.splitlines())
+  )
+  paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+  for match in re.finditer(r"[.!?](?=\s|$)", paragraph):  # not inside parentheses ("App. L")
+    head = paragraph[: match.end()]
+    if head.count("(") == head.count(")"):
+      return head
+  return paragraph
 
 
 def _config_job(path: Path, depth: int = 0) -> str | None:
@@ -151,12 +169,22 @@ def help_text(entry: str, configs_dir: Path) -> str:
     "  --config PATH          a config file (its header gives the command and the result)",
     "  --workdir DIR          the run directory (a killed run resumes there)",
     "  --config.KEY=VALUE     override a config field (e.g. --config.temperature=0.5)",
+    "  --config X.py --help   X's fields, their defaults and comments",
+    "  --print_config         print the config with the overrides applied, then stop",
     "",
     f"configs for {entry}:",
   ]
   docs = config_docs(configs_dir, entry)
   width = max((len(name) for name, _ in docs), default=0)
-  lines += [f"  {name.ljust(width)}  {doc}" for name, doc in docs] or ["  (none)"]
+  for name, doc in docs:
+    lines += textwrap.wrap(
+      doc,
+      100,
+      initial_indent=f"  {name.ljust(width)}  ",
+      subsequent_indent=" " * (width + 4),
+      break_on_hyphens=False,
+    ) or [f"  {name}"]
+  lines += [] if docs else ["  (none)"]
   lines += ["", f"({_kind(other)} configs run with {other}; see its --help)"]
   return "\n".join(lines)
 
@@ -174,10 +202,13 @@ def main(entry: str, argv: list[str] | None = None) -> None:
   """The entry point `entry` ("sample.py" or "train.py")."""
   argv = list(sys.argv if argv is None else argv)
   configs_dir = Path(argv[0]).resolve().parent / "configs"
+  path = _config_path(argv)
   if any(a in _HELP for a in argv[1:]) or len(argv) == 1:
+    if path is not None and os.path.isfile(path.split(":")[0]):  # that config's fields
+      print(config_listing(path, _load_config(path, entry)))
+      raise SystemExit(0)
     print(help_text(entry, configs_dir))
     raise SystemExit(0 if len(argv) > 1 else 2)
-  path = _config_path(argv)
   if path is None:
     _fail(
       f"--config is required: python {entry} --config configs/NAME.py --workdir DIR "
@@ -185,6 +216,8 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     )
   if not os.path.isfile(path.split(":")[0]):
     _fail(f"--config={path}: no such file (python {entry} --help lists the configs).")
+  print_config = "--print_config" in argv
+  argv = [a for a in argv if a != "--print_config"]
   os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" line
   from absl import app, flags, logging
   from ml_collections import config_flags
@@ -197,6 +230,9 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     if len(rest) > 1:
       _fail(f"unexpected arguments {rest[1:]}; flags look like --config.KEY=VALUE.")
     config, workdir = config_flag.value, workdir_flag.value
+    if print_config:
+      print(config_listing(path, config))
+      return
     try:
       module = prepare(config, workdir, entry)
       module.run(config, workdir)
@@ -220,11 +256,120 @@ def _parse_flags(argv: list[str]) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as e:  # an override of a key the config does not have
-    key = str(e).strip("\"'")
-    _fail(
-      f"--config.{key}: the config has no field {key!r} (see its file for the fields; "
-      f"python {entry} --help lists the configs)."
-    )
+    path = _config_path(argv)
+    _fail(unknown_field(_load_config(path, entry), argv) or f"{_first_line(e)} ({path})")
   except (flags.Error, ValueError, TypeError) as e:
-    _fail(f"{e} (python {entry} --help lists the flags and configs).")
+    _fail(f"{_first_line(e)} (python {entry} --help lists the flags and configs).")
   return []
+
+
+def _first_line(e: Exception) -> str:
+  return " ".join(str(e).split())
+
+
+# --------------------------------------------------------------------------------------------
+# A config's fields: defaults, comments, and the nearest name to a misspelt one
+
+
+def _load_config(path: str, entry: str):
+  """get_config() of a config file (`X.py` or `X.py:ARG`), as --config loads it."""
+  file, _, arg = path.partition(":")
+  root = str(Path(file).resolve().parent.parent)  # `from configs import base` needs the root
+  if root not in sys.path:
+    sys.path.insert(0, root)
+  try:
+    spec = importlib.util.spec_from_file_location(f"_config_{Path(file).stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+  except Exception as e:  # the user's file: any error is theirs, in one line
+    _fail(f"--config={path}: {type(e).__name__}: {_first_line(e)}")
+
+
+def flat_fields(config, prefix: str = "") -> list[tuple[str, Any]]:
+  """(dotted key, value) of every leaf of a ConfigDict, groups included as their own keys."""
+  out = []
+  for key in config.keys():
+    value = config[key]
+    if hasattr(value, "keys") and hasattr(value, "to_dict"):
+      out += [(prefix + key, None)] + flat_fields(value, f"{prefix}{key}.")
+    else:
+      out.append((prefix + key, value))
+  return out
+
+
+def unknown_field(config, argv: list[str]) -> str | None:
+  """`the config has no field 'temprature'; did you mean 'temperature'?` for the first
+  --config.KEY override that names no field (None if every one does)."""
+  known = [k for k, _ in flat_fields(config)]
+  for a in argv:
+    if not a.startswith("--config."):
+      continue
+    parts = a[len("--config.") :].split("=", 1)[0].split(".")
+    node = config
+    for i, part in enumerate(parts):
+      if not hasattr(node, "keys"):
+        break  # inside a value (a tuple index): absl's own error applies
+      if part in node:
+        node = node[part]
+        continue
+      key = ".".join(parts[: i + 1])
+      near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+      hint = f"did you mean {near[0]!r}?" if near else "--help with --config lists its fields."
+      return f"the config has no field {key!r}; {hint}"
+  return None
+
+
+def field_comments(path: Path, depth: int = 0) -> dict[str, str]:
+  """{dotted key: the comment on its assignment's line} of a config file and the configs it
+  extends (`from configs import base`), in file order, the extending file's last."""
+  if not path.is_file() or depth > 8:
+    return {}
+  text = path.read_text(encoding="utf-8")
+  tree = ast.parse(text)
+  out: dict[str, str] = {}
+  for node in tree.body:
+    if isinstance(node, ast.ImportFrom) and node.module == "configs":
+      for alias in node.names:
+        out.update(field_comments(path.parent / f"{alias.name}.py", depth + 1))
+  comments = {
+    tok.start[0]: tok.string.lstrip("#").strip()
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+    if tok.type == tokenize.COMMENT
+  }
+  assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))]
+  for node in sorted(assigns, key=lambda n: n.lineno):
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for t in targets:
+      parts = []
+      while isinstance(t, ast.Attribute):
+        parts.append(t.attr)
+        t = t.value
+      if parts and isinstance(t, ast.Name):
+        comment = comments.get(node.end_lineno) or comments.get(node.lineno)
+        if comment:
+          out[".".join(reversed(parts))] = comment
+  return out
+
+
+def _show(value: Any) -> str:
+  if hasattr(value, "get") and type(value).__name__ == "FieldReference":
+    value = value.get()
+  text = repr(value)
+  return text if len(text) <= 60 else text[:57] + "..."
+
+
+def config_listing(path: str, config) -> str:
+  """A config's fields with their values (the file's defaults, or with the overrides applied)
+  and the comment each carries in its file."""
+  file = Path(path.split(":")[0])
+  comments = field_comments(file)
+  rows = [(k, "" if v is None else f" = {_show(v)}") for k, v in flat_fields(config)]
+  width = max((len(k) + len(v) for k, v in rows), default=0) + 2
+  lines = textwrap.wrap(f"{path}: {purpose(file)}", 100, subsequent_indent="  ")
+  lines += ["", "fields (override with --config.KEY=VALUE):"]
+  for key, value in rows:
+    left = f"  {key}{value}" if value else f"  {key}:"
+    note = comments.get(key)
+    lines.append(f"{left.ljust(min(width, 60))}  # {note}" if note else left)
+  return "\n".join(lines)

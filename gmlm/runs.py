@@ -105,6 +105,24 @@ def differing_keys(old: Any, new: Any) -> list[str]:
   return sorted(k.rstrip(".") for k in set(a) | set(b) if a.get(k, a) != b.get(k, b))
 
 
+def check_writable(path: Path) -> None:
+  """UserError unless `path` is, or can be made as, a directory this process may write: its
+  nearest existing ancestor must be a directory we may write and enter (os.access: permission
+  bits, and a read-only file system even for root)."""
+  full = Path(os.path.abspath(path))
+  here = next(p for p in (full, *full.parents) if p.exists())
+  if not here.is_dir():
+    raise UserError(
+      f"--workdir {path}: {here} is a file, so no directory can be made under it; pick another "
+      "path."
+    )
+  if not os.access(here, os.W_OK | os.X_OK):
+    raise UserError(
+      f"--workdir {path}: {here} is not writable by this user (permissions or a read-only file "
+      "system); pick a path you can write."
+    )
+
+
 def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()) -> None:
   """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
   holds a run of a different config (finished or not). Keys in `resumable` (e.g. a step to stop
@@ -112,6 +130,7 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
   path = Path(workdir)
   if path.exists() and not path.is_dir():
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
+  check_writable(path)
   old = path / CONFIG
   if not old.is_file():
     found = sorted(name for name in RUN_FILES if (path / name).exists())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from glauber import chains, coupling, init_states
+from glauber import chains, coupling, init_states, oracle
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.oracle import load_mlm, model_name, validate_model
@@ -36,6 +36,7 @@ def validate(config) -> None:
       isinstance(text, str) and bool(text.strip()), key, text, "must be a non-empty passage"
     )
   checks.check_ints(config, "num_sites", lo=1)
+  oracle.check_sites(config, "num_sites")
   checks.check_floats(config, "temperatures", lo=0, inf_ok=True)
   checks.check_int(config, "num_pairs", lo=1)
   num_steps = checks.check_int(config, "num_steps", lo=1)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from glauber import chains, init_states, metropolis, recording
+from glauber import chains, init_states, metropolis, oracle, recording
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.measures import exact
@@ -65,6 +65,7 @@ def validate(config) -> None:
   text = checks.get(config, "init_text")
   checks.check(isinstance(text, str) and bool(text.strip()), "init_text", text, "a starting text")
   checks.check_int(config, "mh_num_sites", lo=1)
+  oracle.check_sites(config, "num_sites", "mh_num_sites")
   checks.check_floats(config, "mh_temperatures", lo=0, lo_open=True)
   checks.check_int(config, "mh_num_chains", lo=1)
   checks.check_int(config, "mh_num_steps", lo=1)

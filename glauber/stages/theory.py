@@ -45,6 +45,20 @@ def validate_rectangle(config) -> None:
     )
 
 
+def rectangle_needs(config) -> list[stages.Need]:
+  if "smollm2" not in control_names(config):
+    return []
+  rest = ",".join(n for n in control_names(config) if n != "smollm2")
+  return [
+    stages.Need(
+      rectangle.SMOLLM2_WHEEL,
+      lambda: rectangle.smollm2_path(),
+      "the SmolLM2 control",
+      f"--config.controls={rest or repr('')}",
+    )
+  ]
+
+
 def _cell_name(name: str) -> str:
   return "rectangle_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -158,7 +172,13 @@ def compute_drift(ctx: Context) -> dict:
 
 
 STAGES: tuple[Stage, ...] = (
-  Stage("rectangle", compute_rectangle, rectangle.section, validate_rectangle),
+  Stage(
+    "rectangle",
+    compute_rectangle,
+    rectangle.section,
+    validate_rectangle,
+    needs=rectangle_needs,
+  ),
   Stage("influence", compute_influence, section_influence, validate_influence),
   Stage("margins", compute_margins, margins.section, lambda c: margins.validate(c, "margins.")),
   Stage("drift", compute_drift, drift.section, lambda c: drift.validate(c, "drift.")),

@@ -88,9 +88,15 @@ def resolve(
     )
     raise ModelNotFoundError(
       f"Could not find model {name!r}: it is not a local path ({_missing(path)}) and the Hub "
-      f"lookup failed: {type(e).__name__}: {e}. {hint}"
+      f"lookup failed: {type(e).__name__}: {_one_line(e)} {hint}"
     ) from e
   return pathlib.Path(snapshot)
+
+
+def _one_line(e: Exception) -> str:
+  """huggingface_hub's message on one line (its errors span several), ending in a period."""
+  text = " ".join(str(e).split()).rstrip(".")
+  return text + "." if text else ""
 
 
 def _missing(path: pathlib.Path) -> str:

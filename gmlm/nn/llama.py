@@ -1,7 +1,7 @@
 """Llama (LlamaForCausalLM): RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention.
 
 Loads Hugging Face safetensors checkpoints and llama.cpp GGUF files (quantised tensors are
-dequantised to float32 with the `gguf` package). Shape letters: `gmlm/nn/__init__.py`; M the
+dequantised to float32 by `gmlm.nn.gguf`, numpy only: no `gguf` package, no torch). Shape letters: `gmlm/nn/__init__.py`; M the
 key/value heads (grouped-query attention).
 """
 
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from gmlm.nn import _layers, _params
+from gmlm.nn import _layers, _params, gguf
 from gmlm.nn._checkpoint import Tensors
 
 Array = jax.Array
@@ -197,21 +197,16 @@ def _unpermute_rope(w_OI: np.ndarray, heads: int) -> np.ndarray:
 
 def read_gguf(path: str | pathlib.Path) -> tuple[dict[str, Any], Tensors]:
   """A GGUF Llama file -> (HF-style config dict, HF-named float32 tensors)."""
-  try:
-    import gguf
-  except ImportError:
-    raise ImportError(f"Reading {path} needs the `gguf` package (pip install gguf).") from None
-  reader = gguf.GGUFReader(str(path))
-  meta = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
+  meta, raw = gguf.read(path)
+  meta = {k: v for k, v in meta.items() if not k.startswith("tokenizer.")}
   arch = meta.get("general.architecture")
   if arch != "llama":
     raise ValueError(f"{path}: general.architecture={arch!r}; only 'llama' GGUF files load.")
   heads, kv_heads = meta["llama.attention.head_count"], meta.get("llama.attention.head_count_kv")
   kv_heads = kv_heads or heads
   arrays: dict[str, np.ndarray] = {}
-  for tensor in reader.tensors:
-    w = np.asarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type), np.float32)
-    name = tensor.name
+  for name, tensor in raw.items():
+    w = gguf.dequantize(*tensor)
     if name == "token_embd.weight":
       arrays["model.embed_tokens.weight"] = w
     elif name == "output_norm.weight":

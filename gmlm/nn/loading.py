@@ -14,7 +14,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 from flax import nnx
 
-from gmlm.nn import bert, gpt2, llama, modernbert, roberta
+from gmlm.nn import bert, gguf, gpt2, llama, modernbert, roberta
 from gmlm.nn._checkpoint import read_config, read_tensors, resolve
 
 # architecture -> (model class, config from HF dict and overrides, weight loader)
@@ -146,6 +146,22 @@ def load_model(
   return load_weights(model, tensors)
 
 
+def position_limit(model_dir: str | os.PathLike) -> int | None:
+  """The longest token sequence a local checkpoint directory's position table takes, from its
+  config.json alone (no weights read); None when the directory has no config.json or names no
+  max_position_embeddings (RoBERTa counts positions from pad_token_id + 1)."""
+  path = pathlib.Path(model_dir)
+  if not (path / "config.json").is_file():
+    return None
+  hf = read_config(path)
+  limit = hf.get("max_position_embeddings")
+  if not isinstance(limit, int):
+    return None
+  if hf.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+    return limit - int(hf.get("pad_token_id") or 0) - 1
+  return limit
+
+
 def load_tokenizer(
   name_or_path: str | os.PathLike, *, cache_dir: str | None = None, revision: str | None = None
 ):
@@ -156,8 +172,8 @@ def load_tokenizer(
   from transformers import AutoTokenizer  # Imported here: the models themselves do not need it.
 
   gguf_file = _gguf_file(path)
-  if gguf_file is not None:
-    return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+  if gguf_file is not None:  # our reader: transformers' GGUF reader imports torch
+    return gguf.tokenizer(gguf_file)
   if not any((path / f).is_file() for f in _TOKENIZER_FILES):
     return None
   return AutoTokenizer.from_pretrained(str(path))

@@ -5,8 +5,10 @@ translates stdin (or --config.input=PATH) line by line, in batches, to stdout (o
 An AR checkpoint decodes greedily (beam_size=1) or by beam search; a PaDIR checkpoint refines
 (padir.refinement, the config's options; defaults the paper's). An empty line, or one longer
 than the model's maximum source length, gets a message on stderr naming its line number and an
-empty output line; the others still translate. A missing checkpoint, or a run directory that
-is not a PaDIR / AR training run, is refused in one line before anything is loaded. Line i
+empty output line; the others still translate; a line most of whose words hold characters the
+vocabulary lacks gets a warning there. A missing checkpoint (the message names the quickest run
+to train), a run directory that is not a PaDIR / AR training run, or an input file that is not
+UTF-8 is refused in one line before anything is loaded or written. Line i
 decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
 The decoder is jitted once with the model split once (padir.speed.pure_jit); PaDIR batches
 decode at their longest candidate's length rounded up to a multiple of `trim`
@@ -37,6 +39,10 @@ from padir import tokenizer as tokenizer_lib
 ENTRY_POINT = "sample.py"
 TRAINING_JOBS = ("padir.jobs.train", "padir.jobs.distill")
 OPTION_KEYS = tuple(f.name for f in dataclasses.fields(refinement.RefineOptions))
+QUICKEST = (
+  "point it at a training run (train.py's --workdir); the quickest to train is "
+  "`python train.py --config configs/padir_synthetic.py --workdir runs/padir_synthetic`"
+)
 
 
 def _check_bool(config: Any, key: str) -> None:
@@ -48,8 +54,10 @@ def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collectio
   """The training config of the run directory at config[key] (read from its JSON, nothing
   loaded): a PaDIR / AR training run with at least one checkpoint (of `decoder` if given)."""
   path = checks.get(config, key)
+  checks.check(isinstance(path, str) and bool(path), key, path, f"is required: {QUICKEST}")
+  checks.check(os.path.exists(path), key, path, f"does not exist; {QUICKEST}")
   checks.check(
-    isinstance(path, str) and os.path.isfile(os.path.join(path, "config.json")),
+    os.path.isfile(os.path.join(path, "config.json")),
     key,
     path,
     "must be a training run directory (train.py writes config.json and checkpoints/ there)",
@@ -164,6 +172,13 @@ def check_line(tok: tokenizer_lib.Tokenizer, text: str, max_len: int) -> tuple[l
   return ids, ""
 
 
+def unknown_words(tok: tokenizer_lib.Tokenizer, text: str) -> list[str]:
+  """The words of text holding a character the vocabulary lacks (encoded as <unk>)."""
+  if tokenizer_lib.UNK_ID not in tok.encode(text):
+    return []
+  return [w for w in text.split() if tokenizer_lib.UNK_ID in tok.encode(w)]
+
+
 def translate_lines(
   model: model_lib.Transformer,
   tok: tokenizer_lib.Tokenizer,
@@ -194,6 +209,14 @@ def translate_lines(
       else:
         ids.append(line_ids)
         rows.append(i)
+        unknown = unknown_words(tok, text)
+        if 2 * len(unknown) > len(text.split()):
+          bar.write(
+            f"line {i + 1}: warning: {len(unknown)} of {len(text.split())} words hold "
+            f"characters the model's vocabulary lacks ({' '.join(unknown)}); they become <unk> "
+            "and cannot be translated",
+            file=sys.stderr,
+          )
     outputs = {}
     if rows:
       inputs_BS = np.full((Bt, L), tokenizer_lib.PAD_ID, np.int32)
@@ -213,7 +236,18 @@ def translate_lines(
   return skipped
 
 
+def read_input(config: ml_collections.ConfigDict) -> list[str]:
+  """The source lines (the file's, or stdin's), read before the run directory is made, so a
+  refused input leaves it untouched."""
+  text = checks.read_text(config.input) if config.input else sys.stdin.read()
+  lines = text.split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()  # the final newline
+  return lines
+
+
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  lines = read_input(config)
   rd = RunDir(workdir, config)
   try:
     model, tok, _ = restore.load_model(config.checkpoint, config.step or None)
@@ -227,14 +261,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
           f"its vocabulary ({ar_tok.vocab_size} pieces) is not the checkpoint's "
           f"({tok.vocab_size}): the reranker must share the PaDIR model's vocabulary",
         )
-    if config.input:
-      lines = checks.read_text(config.input).split("\n")
-      if lines and lines[-1] == "":
-        lines.pop()  # the file's final newline
-    else:
-      lines = sys.stdin.read().split("\n")
-      if lines and lines[-1] == "":
-        lines.pop()
     start = time.perf_counter()
     if config.output:
       with open(config.output, "w", encoding="utf-8") as out:

@@ -52,8 +52,8 @@ def test_text_init_truncates_pads_and_names_short_texts(tokenizer, tmp_path):
   assert x[0, 0] == tokenizer.cls_token_id and x[0, -1] == tokenizer.sep_token_id
   assert tokenizer.decode(x[0, lay.offset : -1]) == "one two three four"
   assert init_states.text_cuts(tokenizer, lay, ["one two three four five six", "a b c d"]) == [
-    {"kept": "one two three four", "tokens_cut": 2},
-    {"kept": "a b c d", "tokens_cut": 0},
+    {"kept": "one two three four", "tokens_cut": 2, "unknown": []},
+    {"kept": "a b c d", "tokens_cut": 0, "unknown": []},
   ]
   with pytest.raises(ValueError, match="'too short'.*fewer than n = 4"):
     init_states.from_text(tokenizer, lay, ["too short"], 2)
@@ -126,7 +126,11 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
   assert all(l["text"].startswith("albert einstein said that ") for l in lines)
   assert "Starting text 0 is longer than n = 6 tokens: 8 tokens were cut" in report
   assert "'the theory of relativity changed how'" in report
-  assert res["init_texts"][0] == {"kept": "the theory of relativity changed how", "tokens_cut": 8}
+  assert res["init_texts"][0] == {
+    "kept": "the theory of relativity changed how",
+    "tokens_cut": 8,
+    "unknown": [],
+  }
   # A rerun of the finished run keeps its results (the measured throughput included).
   stored = (tmp_path / "a" / "results.json").read_text()
   assert sample_job.run(small_config(splade_dir), str(tmp_path / "a")) == json.loads(stored)
@@ -184,7 +188,7 @@ def test_job_rejects_bad_inputs(splade_dir, tmp_path):
     sample_job.run(small_config(splade_dir, model=str(tmp_path / "nope")), str(tmp_path / "x"))
   with pytest.raises(ValueError, match="temperature must be >= 0"):
     sample_job.run(small_config(splade_dir, temperature=-0.5), str(tmp_path / "y"))
-  with pytest.raises(ValueError, match="exceeds the model's 512 positions"):
+  with pytest.raises(ValueError, match="num_sites=600: the model takes 512 positions"):
     sample_job.run(small_config(splade_dir, num_sites=600), str(tmp_path / "z"))
   with pytest.raises(ValueError, match="mode="):
     sample_job.run(small_config(splade_dir, mode="fast"), str(tmp_path / "w"))

@@ -17,7 +17,7 @@ from flax import nnx
 from configs import padir_bible_en_es, padir_translate
 from gmlm import cli, runs
 from gmlm.checkpoints import Checkpoints
-from gmlm.checks import ConfigError
+from gmlm.checks import ConfigError, UserError
 from padir import decode, refinement, restore, speed
 from padir import model as model_lib
 from padir import tokenizer as tok_lib
@@ -96,8 +96,12 @@ def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_pa
 
 def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
   work = tmp_path / "work"
+  for missing in ("", str(tmp_path / "nowhere")):  # says so, and names the quickest to train
+    with pytest.raises(ConfigError, match=r"(is required|does not exist).*padir_synthetic.py"):
+      cli.prepare(_config(missing), str(work), "sample.py")
+  (tmp_path / "empty").mkdir()
   with pytest.raises(ConfigError, match="must be a training run directory"):
-    cli.prepare(_config(str(tmp_path / "nowhere")), str(work), "sample.py")
+    cli.prepare(_config(str(tmp_path / "empty")), str(work), "sample.py")
   foreign = tmp_path / "glauber_run"
   foreign.mkdir()
   (foreign / "config.json").write_text(json.dumps({"job": "glauber.jobs.sample"}))
@@ -109,6 +113,32 @@ def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
   with pytest.raises(ConfigError, match="has no checkpoint"):
     cli.prepare(_config(str(foreign)), str(work), "sample.py")
   assert not work.exists()
+
+
+def test_an_input_that_is_not_utf8_leaves_the_workdir_untouched(tmp_path):
+  ckpt = make_run(tmp_path / "padir")
+  (tmp_path / "in.txt").write_bytes(b"the man\nthe \xff king\n")
+  work = tmp_path / "work"
+  with pytest.raises(UserError, match=r"in.txt, line 2: not valid UTF-8"):
+    cli.run(_config(ckpt, input=str(tmp_path / "in.txt")), str(work), "sample.py")
+  assert not work.exists()  # config.json was written before the check
+
+
+def test_a_line_mostly_of_unknown_characters_is_warned_about(tmp_path, capsys):
+  """The toy vocabulary has no ï, é, ü, CJK or emoji: every word of line 2 holds an <unk> (the
+  toy model takes 8 tokens, so the words are short)."""
+  ckpt = make_run(tmp_path / "padir")
+  tok = tok_lib.Tokenizer(str(tmp_path / "padir" / "spm.model"))
+  lines = ["the man", "ï é 東", "the 🎉 man"]
+  issue = "naïve café über 東京 🎉"  # issue 27's line
+  want = [w for w in issue.split() if tok_lib.UNK_ID in tok.encode(w)]
+  assert translate_job.unknown_words(tok, issue) == want == issue.split()
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  results = cli.run(_config(ckpt, input=str(tmp_path / "in.txt")), str(tmp_path / "w"), "sample.py")
+  err = capsys.readouterr().err
+  assert "line 2: warning: 3 of 3 words hold characters the model's vocabulary lacks" in err
+  assert "line 1:" not in err and "line 3:" not in err  # 1 of 3 unknown: no warning
+  assert results["translated"] == 3
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
