@@ -53,14 +53,17 @@ def abstract_mesh(shape: dict[str, int]) -> jax.sharding.AbstractMesh:
 def shaped(tree: Any, shardings: Any = None) -> Any:
   """The arrays of a pytree as ShapeDtypeStructs (with the matching leaf of `shardings`)."""
   if shardings is None:
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), _dtype(x)), tree)
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(*_shape_dtype(x)), tree)
   return jax.tree.map(
-    lambda x, s: jax.ShapeDtypeStruct(np.shape(x), _dtype(x), sharding=s), tree, shardings
+    lambda x, s: jax.ShapeDtypeStruct(*_shape_dtype(x), sharding=s), tree, shardings
   )
 
 
-def _dtype(x):
-  return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+def _shape_dtype(x) -> tuple:
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return tuple(x.shape), x.dtype
+  x = np.asarray(x)
+  return x.shape, x.dtype
 
 
 # ----------------------------------------------------------------------------- the jaxpr walk
@@ -187,13 +190,17 @@ class Cost:
     return Cost(self.flops * k, self.bytes * k, int(self.while_loops * k))
 
 
+def _analysis(compiled) -> Cost:
+  analysis = compiled.cost_analysis()
+  analysis = analysis[0] if isinstance(analysis, (list, tuple)) else (analysis or {})
+  return Cost(float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
+
+
 def _xla_cost(closed) -> Cost:
   """XLA's cost analysis of a closed jaxpr compiled for the default backend (loops once)."""
   fn = jcore.jaxpr_as_fun(closed)
   avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in closed.in_avals]
-  analysis = jax.jit(fn).lower(*avals).compile().cost_analysis()
-  analysis = analysis[0] if isinstance(analysis, (list, tuple)) else (analysis or {})
-  return Cost(float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
+  return _analysis(jax.jit(fn).lower(*avals).compile())
 
 
 def _scans(jaxpr) -> Iterator[Any]:
@@ -206,17 +213,21 @@ def _scans(jaxpr) -> Iterator[Any]:
         yield from _scans(sub)
 
 
-def _true_cost(closed) -> Cost:
-  """T(j) = X(j) + sum over outermost scans s of (length_s * T(body_s) - X(body_s))."""
-  total = _xla_cost(closed)
-  for eqn in _scans(closed.jaxpr):
+def _with_scans(counted: Cost, jaxpr) -> Cost:
+  """XLA's cost `counted` of a jaxpr (each scan body once) -> with each outermost scan body's
+  own true cost counted `length` times instead: T = X + sum_s (length_s T(body_s) - X(body_s))."""
+  for eqn in _scans(jaxpr):
     body = eqn.params["jaxpr"]
-    total = total + _true_cost(body) * eqn.params["length"] + _xla_cost(body) * -1
-  whiles = sum(e.primitive.name == "while" for e in _eqns(closed.jaxpr))
-  return Cost(total.flops, total.bytes, whiles)
+    once = _xla_cost(body)
+    counted = counted + _with_scans(once, body.jaxpr) * eqn.params["length"] + once * -1
+  return counted
 
 
 def cost(fn: Callable, *args, **kwargs) -> Cost:
   """FLOPs and bytes accessed of one call of jitted `fn` on the default backend, every scan
-  counted at its length (module docstring)."""
-  return _true_cost(fn.trace(*args, **kwargs).jaxpr)
+  counted at its length (module docstring). The whole program's analysis comes from
+  fn.lower(...).compile(), which reuses the executable of an earlier call with these shapes."""
+  jaxpr = fn.trace(*args, **kwargs).jaxpr.jaxpr
+  total = _with_scans(_analysis(fn.lower(*args, **kwargs).compile()), jaxpr)
+  whiles = sum(e.primitive.name == "while" for e in _eqns(jaxpr))
+  return Cost(total.flops, total.bytes, whiles)
