@@ -1,14 +1,17 @@
 """The accelerator suite: one process that proves and measures the project on a GPU/TPU.
 
   python benchmarks/accelerator.py --out DIR [--tiny] [--sections tests,mlm_forward,...]
+  python benchmarks/accelerator.py --plan --out DIR [--tiny]     # memory plans, no timing
 
 Prints a table and writes DIR/accelerator.json. Sections, in order (each catches its own
 failure, records it, and the next one runs):
   tests        `pytest -m accelerator` in a subprocess (model parity vs float32 CPU reference
-               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality): pass/fail counts.
+               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality, every hot path
+               exported for CUDA and TPU by tests/test_export.py): pass/fail counts.
                Runs first, before this process takes the accelerator's memory.
   matmul_peak  the bf16 and float32 matmul peak of this device (8192^3, best of 10), measured in
-               this process: the denominators of every MFU below.
+               this process: the denominators of every MFU below; and the stream bandwidth
+               (in-place x + 1 over 1 GB), the roofline's other limit.
   mlm_forward  a BERT-base-shape random MLM (gmlm.nn.from_config, masked_logits at one row),
                bf16 and float32, batch 64 -> 4,096, L = 22 and 128: sequences/s and MFU.
   glauber      glauber.chains on the same shape (L = 22, n = 20 free sites), 1k -> 16k chains:
@@ -27,8 +30,18 @@ failure, records it, and the next one runs):
                refinement (padir.decode.refine) vs AR greedy (padir.decode.greedy_ar).
 
 Every row reports compile_s (first call minus a steady call, or the measured compile) apart
-from its steady-state time per call. Sizes scale down with --tiny (the CPU smoke test,
-tests/test_accelerator.py). Full sizes fit in ~9 minutes on one H100: each section has a time
+from its steady-state time per call. The roofline (last table, `roofline` in the JSON): per
+timed row, the compiled program's FLOPs and bytes (gmlm.lowering.cost: XLA's cost analysis,
+scan bodies counted at their trip counts), arithmetic intensity, and the time predicted as
+max(FLOPs / peak, bytes / bandwidth) on an H100 and an H200 (HARDWARE: published peaks) and on
+this device (its measured peak and bandwidth) beside the measured time, with a reason where
+the two differ by more than 2x.
+
+--plan: bytes per device (parameters, optimizer, gradients, activations) of PaDIR training at
+the paper's size and of a Glauber step on BERT-base with 16k chains, under each sharding option
+on 1, 8 and 64 devices, by arithmetic, beside the compiled memory analysis on 1 and 8 devices
+simulated on the CPU (a subprocess), and the fewest H100s that hold each (plan.json). Sizes scale down with --tiny (the CPU smoke test,
+tests/test_accelerator.py). Full sizes fit in ~10 minutes on one H100: each section has a time
 share and skips the rest of its sizes (noted in the table) once past it.
 """
 
@@ -142,7 +155,7 @@ FULL = Sizes(
   padir_length=64,
   latency_calls=100,
   min_seconds=0.5,
-  shares_s=dict(tests=150, matmul_peak=20, mlm_forward=90, glauber=110, ising=70, padir=90),
+  shares_s=dict(tests=210, matmul_peak=25, mlm_forward=90, glauber=110, ising=70, padir=90),
   pytest_args=(),
 )
 TINY = Sizes(
