@@ -202,9 +202,9 @@ def test_roofline_predicts_a_compute_bound_forward_within_2x_on_this_cpu():
 
 @pytest.mark.slow  # compiles 8 small programs on 8 simulated devices (~1-3 min)
 def test_plan_tiny_compiled_memory_agrees_with_the_arithmetic(tmp_path):
-  """--plan --tiny: every option on 1 and 8 devices compiled; the compiled arguments hold
-  the arithmetic's parameters and optimizer state (plus the batch and keys); the compiled
-  peak within 2x of the arithmetic's total; 64 devices by arithmetic alone."""
+  """--plan --tiny: every option on 1 and 8 devices compiled; the compiled arguments are the
+  arithmetic's parameters and optimizer state (within 2%: keys, counters) plus the batch; the
+  compiled peak within 2x of the arithmetic's total; 64 devices by arithmetic alone."""
   proc = subprocess.run(
     [
       sys.executable,
@@ -230,8 +230,9 @@ def test_plan_tiny_compiled_memory_agrees_with_the_arithmetic(tmp_path):
   for r in compiled:
     assert 0.5 <= r["compiled_vs_arithmetic"] <= 2, r
     if r["what"] == "padir":
-      held = r["compiled_arguments_gb"] * 1e9 - r["params"] - r["optimizer"]
-      assert 0 <= held <= batch / r["data"] + 1024, (held, r)
+      state = r["params"] + r["optimizer"]
+      held = r["compiled_arguments_gb"] * 1e9 - batch / r["data"]
+      assert held == pytest.approx(state, rel=0.02), (held, r)
   by = {(r["what"], r["devices"], r["data"], r["model"], r["rule"]): r for r in rows}
   assert by["padir", 8, 4, 2, "fsdp"]["params"] < by["padir", 8, 8, 1, "replicated"]["params"]
   assert by["padir", 8, 1, 8, "fsdp"]["params"] < by["padir", 8, 4, 2, "fsdp"]["params"]
