@@ -1,14 +1,17 @@
 """The accelerator suite: one process that proves and measures the project on a GPU/TPU.
 
   python benchmarks/accelerator.py --out DIR [--tiny] [--sections tests,mlm_forward,...]
+  python benchmarks/accelerator.py --plan --out DIR [--tiny]     # memory plans, no timing
 
 Prints a table and writes DIR/accelerator.json. Sections, in order (each catches its own
 failure, records it, and the next one runs):
   tests        `pytest -m accelerator` in a subprocess (model parity vs float32 CPU reference
-               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality): pass/fail counts.
+               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality, every hot path
+               exported for CUDA and TPU by tests/test_export.py): pass/fail counts.
                Runs first, before this process takes the accelerator's memory.
   matmul_peak  the bf16 and float32 matmul peak of this device (8192^3, best of 10), measured in
-               this process: the denominators of every MFU below.
+               this process: the denominators of every MFU below; and the stream bandwidth
+               (in-place x + 1 over 1 GB), the roofline's other limit.
   mlm_forward  a BERT-base-shape random MLM (gmlm.nn.from_config, masked_logits at one row),
                bf16 and float32, batch 64 -> 4,096, L = 22 and 128: sequences/s and MFU.
   glauber      glauber.chains on the same shape (L = 22, n = 20 free sites), 1k -> 16k chains:
@@ -27,8 +30,18 @@ failure, records it, and the next one runs):
                refinement (padir.decode.refine) vs AR greedy (padir.decode.greedy_ar).
 
 Every row reports compile_s (first call minus a steady call, or the measured compile) apart
-from its steady-state time per call. Sizes scale down with --tiny (the CPU smoke test,
-tests/test_accelerator.py). Full sizes fit in ~9 minutes on one H100: each section has a time
+from its steady-state time per call. The roofline (last table, `roofline` in the JSON): per
+timed row, the compiled program's FLOPs and bytes (gmlm.lowering.cost: XLA's cost analysis,
+scan bodies counted at their trip counts), arithmetic intensity, and the time predicted as
+max(FLOPs / peak, bytes / bandwidth) on an H100 and an H200 (HARDWARE: published peaks) and on
+this device (its measured peak and bandwidth) beside the measured time, with a reason where
+the two differ by more than 2x.
+
+--plan: bytes per device (parameters, optimizer, gradients, activations) of PaDIR training at
+the paper's size and of a Glauber step on BERT-base with 16k chains, under each sharding option
+on 1, 8 and 64 devices, by arithmetic, beside the compiled memory analysis on 1 and 8 devices
+simulated on the CPU (a subprocess), and the fewest H100s that hold each (plan.json). Sizes scale down with --tiny (the CPU smoke test,
+tests/test_accelerator.py). Full sizes fit in ~10 minutes on one H100: each section has a time
 share and skips the rest of its sizes (noted in the table) once past it.
 """
 
@@ -80,6 +93,17 @@ N_SITES, L_CHAIN = 20, 22
 TRAP, TRAP_BIAS = 1100, 12.0  # a head bias that plants a low-temperature trap (random model)
 SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "ising", "padir")
 
+# Published dense peaks (no sparsity) and HBM bandwidth, for the roofline's predictions.
+# H100 SXM5 80 GB: BF16 989.4 TFLOP/s (1,979 "with sparsity"), TF32 494.7, HBM3 3.35 TB/s;
+# H200 SXM 141 GB: the same tensor cores, HBM3e 4.8 TB/s. NVIDIA's datasheets:
+# https://www.nvidia.com/en-us/data-center/h100/ and https://www.nvidia.com/en-us/data-center/h200/
+# (the H100 PCIe is slower: 756 TFLOP/s BF16, 2.0 TB/s). float32 rows use TF32, the precision
+# of jax's default float32 matmuls on NVIDIA GPUs.
+HARDWARE = {
+  "H100": dict(tflops={"bfloat16": 989.4, "float32": 494.7}, tb_per_s=3.35, memory_gb=80),
+  "H200": dict(tflops={"bfloat16": 989.4, "float32": 494.7}, tb_per_s=4.8, memory_gb=141),
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
@@ -102,6 +126,7 @@ class Sizes:
   shares_s: dict  # section -> seconds it may take
   pytest_args: tuple[str, ...]
   padir_precisions: tuple[str, ...] = ("float32", "bfloat16")
+  stream_mb: int = 1024  # the array the bandwidth is measured on (read + write)
 
 
 FULL = Sizes(
@@ -130,7 +155,7 @@ FULL = Sizes(
   padir_length=64,
   latency_calls=100,
   min_seconds=0.5,
-  shares_s=dict(tests=150, matmul_peak=20, mlm_forward=90, glauber=110, ising=70, padir=90),
+  shares_s=dict(tests=210, matmul_peak=25, mlm_forward=90, glauber=110, ising=70, padir=90),
   pytest_args=(),
 )
 TINY = Sizes(
@@ -162,6 +187,7 @@ TINY = Sizes(
   shares_s={name: 900 for name in SECTIONS},  # the smoke test runs every size
   pytest_args=("-k", "parity_highest or ising_exactness"),
   padir_precisions=("float32",),
+  stream_mb=64,
 )  # the bf16 step is tested in tests/padir/test_padir_precision.py
 
 
@@ -202,8 +228,20 @@ class Section:
     self.name, self.rows, self.notes = name, [], []
     self.deadline = time.perf_counter() + share_s
 
-  def row(self, case: str, compile_s: float | None, steady_s: float | None, **metrics) -> dict:
+  def row(
+    self,
+    case: str,
+    compile_s: float | None,
+    steady_s: float | None,
+    cost=None,
+    dtype=None,
+    **metrics,
+  ) -> dict:
+    """cost (gmlm.lowering.Cost of the timed call) and the compute dtype feed the roofline."""
     r = dict(case=case, compile_s=compile_s, steady_s=steady_s, **metrics)
+    if cost is not None:
+      r.update(gflop=cost.flops / 1e9, gbytes=cost.bytes / 1e9, while_loops=cost.while_loops)
+      r["dtype"] = dtype or "float32"
     self.rows.append(r)
     print(f"  {self.name:11s} {fmt_row(r)}", flush=True)
     return r
@@ -220,6 +258,7 @@ class Context:
   sizes: Sizes
   tiny: bool
   peak_tflops: dict = dataclasses.field(default_factory=dict)  # dtype name -> TFLOP/s
+  tb_per_s: float | None = None  # this device's measured memory bandwidth (read + write)
   forward: dict = dataclasses.field(default_factory=dict)  # (dtype, B, L) -> seq/s
 
 
@@ -282,6 +321,8 @@ def section_matmul_peak(ctx: Context, s: Section) -> None:
   import jax
   import jax.numpy as jnp
 
+  from gmlm import lowering
+
   n = ctx.sizes.peak_n
   for name in ("bfloat16", "float32"):
     a = jax.random.normal(jax.random.key(0), (n, n), dtype_of(name))
@@ -293,8 +334,33 @@ def section_matmul_peak(ctx: Context, s: Section) -> None:
     block(compiled(a, b))
     best = min(_once(lambda: block(compiled(a, b))) for _ in range(10))
     ctx.peak_tflops[name] = 2 * n**3 / best / 1e12
-    s.row(f"{name} {n}^3", compile_s, best, tflops=ctx.peak_tflops[name])
+    cost = lowering.cost(dot, a, b)
+    s.row(f"{name} {n}^3", compile_s, best, cost, name, tflops=ctx.peak_tflops[name])
   s.notes.append("float32 uses jax's default matmul precision (TF32 on NVIDIA GPUs)")
+  stream_bandwidth(ctx, s)
+
+
+def stream_bandwidth(ctx: Context, s: Section) -> None:
+  """The memory bandwidth the roofline divides bytes by: x + 1 over an array far larger than
+  any cache (one read and one write of every element), in place (donated: a fresh output
+  would time the OS's first touch of its pages on CPU), best of 10."""
+  import jax
+  import jax.numpy as jnp
+
+  from gmlm import lowering
+
+  x = jnp.zeros((ctx.sizes.stream_mb * 2**20 // 4,), jnp.float32)
+  add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+  cost = lowering.cost(add, x)
+  holder = {"x": x}
+
+  def once():
+    holder["x"] = block(add(holder["x"]))
+
+  first = _once(once)
+  best = min(_once(once) for _ in range(10))
+  ctx.tb_per_s = 2 * holder["x"].nbytes / best / 1e12
+  s.row(f"stream x + 1, {ctx.sizes.stream_mb} MB", first - best, best, cost, tb_per_s=ctx.tb_per_s)
 
 
 def _once(fn) -> float:
@@ -330,19 +396,20 @@ def sequences(B: int, L: int, vocab: int, seed: int = 0) -> np.ndarray:
   return np.concatenate([np.full((B, 1), CLS), free, np.full((B, 1), SEP)], 1).astype(np.int32)
 
 
-def forward_rate(ctx: Context, model, dtype: str, B: int, L: int) -> tuple[float, float]:
-  """(compile s, steady s per call) of masked_logits at one row per sequence."""
-  import jax
+def forward_rate(ctx: Context, model, dtype: str, B: int, L: int) -> tuple[float, float, Any]:
+  """(compile s, steady s per call, gmlm.lowering.Cost) of masked_logits at one row per
+  sequence."""
   import jax.numpy as jnp
 
+  from gmlm import lowering
   from gmlm import nn as gm
 
   tokens = jnp.asarray(sequences(B, L, model.config.vocab_size, B))
   positions = jnp.full((B, 1), L // 2, jnp.int32)
-  fn = jax.jit(gm.masked_logits)
+  fn = gm.masked_logits
   first, steady = timed(lambda: fn(model, tokens, positions), ctx.sizes.min_seconds)
   ctx.forward[dtype, B, L] = B / steady
-  return first - steady, steady
+  return first - steady, steady, lowering.cost(fn, model, tokens, positions)
 
 
 def section_mlm_forward(ctx: Context, s: Section) -> None:
@@ -354,12 +421,14 @@ def section_mlm_forward(ctx: Context, s: Section) -> None:
       for B in ctx.sizes.mlm_batches:
         if s.over(f"{dtype} B={B} L={L}"):
           continue
-        compile_s, steady = forward_rate(ctx, model, dtype, B, L)
+        compile_s, steady, cost = forward_rate(ctx, model, dtype, B, L)
         rate = B / steady
         s.row(
           f"{dtype} B={B} L={L}",
           compile_s,
           steady,
+          cost,
+          dtype,
           seq_per_s=rate,
           mfu=mfu(ctx, rate * flops(c, L, rows_in_last_layer=1), dtype),
         )
@@ -374,6 +443,7 @@ def section_glauber(ctx: Context, s: Section) -> None:
 
   from glauber import chains
   from glauber.layout import Layout
+  from gmlm import lowering
 
   flops = load_benchmark("mlm_forward").flops_per_sequence
   c = ctx.sizes.bert
@@ -405,10 +475,16 @@ def section_glauber(ctx: Context, s: Section) -> None:
         rate = B * steps / steady
         if (dtype, B, L_CHAIN) not in ctx.forward:
           forward_rate(ctx, model, dtype, B, L_CHAIN)
+        # One step's program (one compile; the scan of the call's steps repeats it).
+        step = jax.jit(chains.make_step("glauber"))
+        tokens = holder["state"].tokens_BL
+        cost = lowering.cost(step, jax.random.key(0), 0, model, spec(1.0), tokens) * steps
         s.row(
           f"chains {dtype} B={B}",
           first - steady,
           steady,
+          cost,
+          dtype,
           chain_steps_per_s=rate,
           mfu=mfu(ctx, rate * per_step, dtype),
           vs_forward=rate / ctx.forward[dtype, B, L_CHAIN],
@@ -548,6 +624,9 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   )
   fast = lambda: rf.run(jax.random.key(2), model, spec(T), state, 1, steps)[0].tokens_BL
   first, steady_nf = timed(fast, 0.0, 1)
+  s.notes.append(
+    "no roofline for the rejection-free row: host-driven rounds of data-dependent while loops"
+  )
   s.row(
     f"rejection-free {label} T={T} B={B}",
     first - steady_nf,
@@ -570,60 +649,126 @@ def section_ising(ctx: Context, s: Section) -> None:
         if sampler == "ours":
           ours[r["method"]] = rate
         extra = {} if sampler == "ours" or "k=1" not in ours else {"ours_k1_vs": ours["k=1"] / rate}
+        cost = ising_cost(bench, spec, int(r["method"][2:])) if sampler == "ours" else None
         s.row(
           f"{sampler} {kind} N={n} B={B} {r['method']}",
           r["compile_s"],
           r["seconds"],
+          cost,
           flips_per_ns=rate,
           **extra,
         )
   s.notes.append("flips = spin updates (k per chain per k-Gibbs step; N per chain per thrml sweep)")
 
 
-def section_padir(ctx: Context, s: Section) -> None:
+def ising_cost(bench, spec, k: int):
+  """gmlm.lowering.Cost of the program benchmarks/ising_throughput.run_ours times."""
   import jax
   import jax.numpy as jnp
+
+  from gmlm import lowering
+  from ising import model as ising_model
+  from ising import samplers
+
+  model = ising_model.ising(*bench.model_arrays(spec))
+  x0 = jnp.asarray(bench.initial_spins(spec), jnp.int8)
+  return lowering.cost(
+    samplers._run,
+    jax.random.key(0),
+    model,
+    x0,
+    jnp.int32(0),
+    num_steps=spec.steps,
+    method="gibbs",
+    k=k,
+    mesh=None,
+  )
+
+
+def padir_step_flops(c: dict, B: int, S: int, T: int, stages: int = 2) -> float:
+  """Hand count of the matmul FLOPs of one PaDIR training step (3x the forward: the backward
+  computes both operands' gradients of every matmul) from the model's shapes: S source tokens
+  (+ [LEN]), T target positions, `stages` decoder passes (padir.losses.multi_stage_loss), each
+  decoder layer with self-, positional (queries and keys projected from the positional
+  embeddings of every row) and cross-attention (its keys and values projected in each pass)."""
+  D, F, V = c["d_model"], c["d_ff"], c["vocab_size"]
+  Sp = S + 1
+  attention = lambda q, k: 2 * 2 * q * k * D  # scores and the weighted sum
+  encoder = 2 * Sp * 4 * D * D + attention(Sp, Sp) + 2 * Sp * 2 * D * F
+  decoder = (
+    2 * (2 * T * 4 * D * D + attention(T, T))  # self- and positional attention
+    + 2 * T * 2 * D * D  # cross-attention queries and output
+    + 2 * Sp * 2 * D * D  # its keys and values
+    + attention(T, Sp)
+    + 2 * T * 2 * D * F
+  )
+  output, length = 2 * T * D * V, 2 * D * (T + 1)
+  forward = c["num_encoder_layers"] * encoder + length
+  forward += stages * (c["num_decoder_layers"] * decoder + output)
+  return 3 * B * forward
+
+
+def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
+  """Random EOS-terminated sources and targets of T tokens."""
+  import jax.numpy as jnp
+
+  from padir import tokenizer as tok_lib
+
+  rng = np.random.default_rng(seed)
+  words = lambda shape: rng.integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, shape)
+  eos = lambda x: np.concatenate([x[:, :-1], np.full((x.shape[0], 1), tok_lib.EOS_ID)], 1)
+  return {
+    "inputs": jnp.asarray(eos(words((B, T))), jnp.int32),
+    "targets": jnp.asarray(eos(words((B, T))), jnp.int32),
+  }
+
+
+def padir_train_step(cfg, precision: str):
+  """(jitted step(state, batch, key) -> (state, loss), state): padir_loss (2 stages) and
+  AdaFactor as padir.optim.make_optimizer, the state donated."""
+  import jax
   import optax
   from flax import nnx
 
   from padir import losses
   from padir import model as model_lib
-  from padir import tokenizer as tok_lib
+
+  model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
+  tx = optax.adafactor(
+    learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
+  )  # as padir.optim.make_optimizer
+  graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
+
+  def train_step(state, batch, key):
+    model, opt = nnx.merge(graphdef, state)
+    loss_fn = lambda m: losses.padir_loss(m, batch, key)[0]
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    opt.update(model, grads)
+    return nnx.state((model, opt)), loss
+
+  return jax.jit(train_step, donate_argnums=0), state
+
+
+def section_padir(ctx: Context, s: Section) -> None:
+  import jax
+
+  from gmlm import lowering
+  from padir import model as model_lib
 
   z = ctx.sizes
   cfg = model_lib.ModelConfig(**z.padir)
   B, T = z.padir_batch, z.padir_length
-  rng = np.random.default_rng(0)
-  words = lambda shape: rng.integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, shape)
-  eos = lambda x: np.concatenate([x[:, :-1], np.full((x.shape[0], 1), tok_lib.EOS_ID)], 1)
-  batch = {
-    "inputs": jnp.asarray(eos(words((B, T))), jnp.int32),
-    "targets": jnp.asarray(eos(words((B, T))), jnp.int32),
-  }
+  batch = padir_batch(cfg, B, T)
+  hand = padir_step_flops(z.padir, B, T, T)
   for precision in z.padir_precisions:
     if s.over(f"padir train {precision}"):
       continue
-    model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
-    tx = optax.adafactor(
-      learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
-    )  # as padir.optim.make_optimizer
-    graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
-
-    def train_step(state, batch, key):
-      model, opt = nnx.merge(graphdef, state)
-      loss_fn = lambda m: losses.padir_loss(m, batch, key)[0]
-      loss, grads = nnx.value_and_grad(loss_fn)(model)
-      opt.update(model, grads)
-      return nnx.state((model, opt)), loss
-
+    step, state = padir_train_step(cfg, precision)
     t0 = time.perf_counter()
-    compiled = (
-      jax.jit(train_step, donate_argnums=0).lower(state, batch, jax.random.key(0)).compile()
-    )
+    compiled = step.lower(state, batch, jax.random.key(0)).compile()
     compile_s = time.perf_counter() - t0
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    flops = float(cost.get("flops", 0.0)) if cost else 0.0
+    cost = lowering.cost(step, state, batch, jax.random.key(0))  # no loops: the compiled one
+    flops = cost.flops
     holder = {"state": state, "i": 0}
 
     def call():
@@ -636,14 +781,18 @@ def section_padir(ctx: Context, s: Section) -> None:
       f"train {precision} compute B={B} T={T}",
       compile_s,
       steady,
+      cost,
+      precision,
       target_tokens_per_s=B * T / steady,
       mfu=mfu(ctx, flops / steady, precision) if flops else None,
       step_gflop=flops / 1e9,
+      hand_gflop=hand / 1e9,
     )
   s.notes.append(
     "train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
     "bf16 matmuls and activations with softmax, norms and losses in float32; "
-    "FLOPs from XLA's cost analysis; padir_loss with 2 stages"
+    "FLOPs from XLA's cost analysis (hand_gflop: padir_step_flops, matmuls only); "
+    "padir_loss with 2 stages"
   )
   latency(ctx, s, cfg)
 
@@ -670,6 +819,12 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   padir_fn = jax.jit(lambda m, x, k: decode.refine(m, x, k, num_steps=4, num_lengths=3))
   ar_fn = jax.jit(decode.greedy_ar)
   p50 = {}
+  from gmlm import lowering
+
+  costs = {
+    "padir refine": lambda: lowering.cost(padir_fn, nar, src, jax.random.key(0)),
+    "ar greedy": lambda: lowering.cost(ar_fn, ar, src),
+  }
   for name, call in (
     ("padir refine", lambda k: padir_fn(nar, src, k)["tokens"]),
     ("ar greedy", lambda k: ar_fn(ar, src)),
@@ -685,6 +840,8 @@ def latency(ctx: Context, s: Section, cfg) -> None:
       f"decode {name} B=1 S={S}",
       first - p50[name],
       p50[name],
+      costs[name](),
+      cfg.dtype,
       p50_ms=1e3 * p50[name],
       p99_ms=1e3 * p99,
     )
@@ -693,6 +850,358 @@ def latency(ctx: Context, s: Section, cfg) -> None:
       f"decode p50 AR / PaDIR = {p50['ar greedy'] / p50['padir refine']:.2f}x "
       f"(random weights: refinement may stop early or run all 4 steps)"
     )
+
+
+# ----------------------------------------------------------------------------- roofline
+
+
+def predict(gflop: float, gbytes: float, tflops: float, tb_per_s: float) -> tuple[float, str]:
+  """(seconds, bound): max(FLOPs / peak, bytes / bandwidth), and which of the two binds."""
+  compute, memory = gflop / (1e3 * tflops), gbytes / (1e3 * tb_per_s)
+  return max(compute, memory), ("compute" if compute >= memory else "memory")
+
+
+def why_not_within_2x(r: dict, predicted: float, bound: str) -> str | None:
+  """None when measured is within 2x of predicted, else the likeliest reason, from the row."""
+  ratio = r["steady_s"] / predicted
+  if 0.5 <= ratio <= 2:
+    return None
+  if r.get("while_loops"):
+    return "a data-dependent while loop is counted once: the prediction is a lower bound"
+  if ratio < 0.5 and bound == "memory":
+    return (
+      "faster than its bytes allow: XLA counts every fused op's operands as memory traffic, "
+      "which a cache (CPU caches; a GPU's 50 MB L2) serves without touching DRAM/HBM"
+    )
+  if ratio < 0.5:
+    return "faster than predicted: the peak measured beside it is below this program's rate"
+  if predicted < 1e-3:
+    return (
+      f"a {1e6 * predicted:.0f} us program: per-op dispatch and launch overhead, not "
+      f"{'FLOPs' if bound == 'compute' else 'bytes'}, sets its time"
+    )
+  return (
+    f"runs at {100 / ratio:.0f}% of the {bound} roofline: time outside its two limits "
+    "(small or oddly shaped matmuls, non-matmul ops, layout copies)"
+  )
+
+
+def roofline(ctx: Context, sections: dict, device_kind: str) -> list[dict]:
+  """Per timed row with a cost: FLOPs, bytes, arithmetic intensity, the time predicted on an
+  H100 and an H200 (HARDWARE, published peaks) and on this device (its measured matmul peak in
+  the row's dtype and its measured stream bandwidth) beside the measured time; a row
+  not within 2x of its measurement gets a reason (the model's claim is on compute-bound rows;
+  memory-bound ones are bounded by a DRAM/HBM byte count that caches undercut)."""
+  out = []
+  for name, sec in sections.items():
+    for r in sec["rows"]:
+      if r.get("gflop") is None or not r.get("steady_s"):
+        continue
+      dtype = r.get("dtype", "float32")
+      row = dict(
+        section=name,
+        case=r["case"],
+        dtype=dtype,
+        gflop=r["gflop"],
+        gbytes=r["gbytes"],
+        flop_per_byte=r["gflop"] / r["gbytes"] if r["gbytes"] else None,
+        measured_s=r["steady_s"],
+      )
+      for gpu, hw in HARDWARE.items():
+        row[f"{gpu}_s"], row[f"{gpu}_bound"] = predict(
+          r["gflop"], r["gbytes"], hw["tflops"][dtype], hw["tb_per_s"]
+        )
+        if gpu in device_kind:
+          row[f"measured_vs_{gpu}"] = r["steady_s"] / row[f"{gpu}_s"]
+      peak = ctx.peak_tflops.get(dtype)
+      if peak and ctx.tb_per_s:
+        here, bound = predict(r["gflop"], r["gbytes"], peak, ctx.tb_per_s)
+        row.update(here_s=here, here_bound=bound, measured_vs_here=r["steady_s"] / here)
+        row["within_2x"] = 0.5 <= row["measured_vs_here"] <= 2
+        row["reason"] = why_not_within_2x(r, here, bound)
+      out.append(row)
+  return out
+
+
+def print_roofline(rows: list[dict]) -> None:
+  print(
+    f"\n## roofline (predicted s = max(FLOPs / peak, bytes / bandwidth); H100 / H200: published "
+    f"dense peaks and HBM bandwidth; here: the measured matmul peak and stream bandwidth)\n"
+    f"{'case':44s} {'GFLOP':>9s} {'GB':>8s} {'F/B':>6s} {'H100 s':>9s} {'H200 s':>9s} "
+    f"{'here s':>9s} {'bound':>7s} {'measured':>9s} {'meas/here':>9s}"
+  )
+  for r in rows:
+    print(
+      f"{(r['section'] + ' ' + r['case'])[:44]:44s} {r['gflop']:9.4g} {r['gbytes']:8.3g} "
+      f"{fmt(r['flop_per_byte']):>6s} {r['H100_s']:9.3g} {r['H200_s']:9.3g} "
+      f"{fmt(r.get('here_s')):>9s} {r.get('here_bound', '-'):>7s} {r['measured_s']:9.3g} "
+      f"{fmt(r.get('measured_vs_here')):>9s}"
+    )
+    if r.get("reason"):
+      print(f"    not within 2x: {r['reason']}")
+
+
+# ----------------------------------------------------------------------------- --plan
+
+# The paper's PaDIR (6+6 layers, d = 512, FFN 2048, 32k vocabulary, batch 2,048 sentence pairs;
+# 128-token sources and targets, ModelConfig's default maximum) and Glauber on BERT-base with
+# 16,384 chains of L = 22 tokens (n = 20 free sites, the suite's chains), bf16 compute.
+PLAN_FULL = dict(
+  padir=dict(FULL.padir, max_source_length=128, max_target_length=128),
+  padir_batch=2048,
+  bert=BERT_BASE,
+  chains=16384,
+  devices=(1, 8, 64),
+)
+PLAN_TINY = dict(
+  padir=dict(TINY.padir, max_source_length=8, max_target_length=8),
+  padir_batch=16,
+  bert=BERT_TINY,
+  chains=64,
+  devices=(1, 8, 64),
+)
+SIMULATED = 8  # devices the compiled memory analysis runs on (a subprocess, CPU)
+
+
+def padir_options(devices: int) -> list[tuple[int, int, str]]:
+  """(data, model, params rule) of each sharding option on `devices`: data parallel (the model
+  replicated), and tensor parallel over model = 2 and 8 by the logical rules or FSDP."""
+  out = [(devices, 1, "replicated")]
+  for model in (2, 8):
+    if devices % model == 0 and devices >= model:
+      out += [(devices // model, model, "logical"), (devices // model, model, "fsdp")]
+  return out
+
+
+def _itemsize(dtype) -> int:
+  try:
+    return np.dtype(dtype).itemsize
+  except TypeError:  # a PRNG key: two 32-bit words
+    return 8
+
+
+def _shard_bytes(tree, shardings) -> float:
+  import jax
+
+  sizes = jax.tree.map(
+    lambda x, sh: np.prod(sh.shard_shape(x.shape)) * _itemsize(x.dtype), tree, shardings
+  )
+  return float(sum(jax.tree.leaves(sizes)))
+
+
+def padir_plan_arithmetic(plan: dict, data: int, model: int, rule: str) -> dict:
+  """Bytes per device by arithmetic from shapes alone (nothing compiled): parameters and
+  AdaFactor state as padir.sharding places them on an abstract mesh, gradients like the
+  parameters, activations = rows per device x the bytes autodiff saves per row (the vjp
+  residuals at 2 rows minus those at 1, from jax.eval_shape: the parameters drop out), not
+  split by the model axis (exact for FSDP, an upper bound for the logical rules)."""
+  import jax
+  import optax
+  from flax import nnx
+
+  from gmlm import lowering
+  from padir import losses
+  from padir import model as model_lib
+  from padir import sharding as sharding_lib
+
+  cfg = model_lib.ModelConfig(**plan["padir"])
+
+  def make():
+    m = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
+    return m, nnx.Optimizer(m, optax.adafactor(1e-3), wrt=nnx.Param)
+
+  graphdef, state = nnx.split(nnx.eval_shape(make))
+  mesh = lowering.abstract_mesh({"data": data, "model": model})
+  shardings = sharding_lib.state_shardings(state, mesh, "fsdp" if rule == "replicated" else rule)
+  params = _shard_bytes(state[0], shardings[0])
+  optimizer = _shard_bytes(state[1], shardings[1])
+
+  model_def, weights, rest = nnx.split(
+    nnx.eval_shape(lambda: model_lib.Transformer(cfg, rngs=nnx.Rngs(0))), nnx.Param, ...
+  )
+
+  def residuals(rows: int) -> float:
+    shape = lambda L: jax.ShapeDtypeStruct((rows, L), np.int32)
+    batch = {"inputs": shape(cfg.max_source_length), "targets": shape(cfg.max_target_length)}
+
+    def saved(weights, rest, batch):
+      def loss(w, r):  # the dropout keys enter the vjp too: their counters advance inside it
+        return losses.padir_loss(nnx.merge(model_def, w, r), batch, jax.random.key(0))[0]
+
+      return jax.vjp(loss, weights, rest)[1]
+
+    leaves = jax.tree.leaves(jax.eval_shape(saved, weights, rest, batch))
+    return float(sum(x.size * _itemsize(x.dtype) for x in leaves))
+
+  per_row = residuals(2) - residuals(1)
+  rows = plan["padir_batch"] / data
+  return dict(params=params, optimizer=optimizer, gradients=params, activations=rows * per_row)
+
+
+def glauber_plan_arithmetic(plan: dict, devices: int) -> dict:
+  """Bytes per device of one bf16 Glauber step by arithmetic: the float32 weights replicated,
+  the chains' tokens split over "data", and the live activations of a forward (no backward):
+  per chain, the FFN's hidden units, the queries / keys / values / output, the attention
+  scores (float32) and the head's logits at the masked row with the tempered candidates
+  (float32)."""
+  c = plan["bert"]
+  D, F, V, N = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_attention_heads"]
+  params = 4 * (
+    V * D
+    + c["max_position_embeddings"] * D
+    + 2 * D
+    + D * D
+    + V  # embeddings, head
+    + c["num_hidden_layers"] * (4 * D * D + 2 * D * F + 9 * D + F)
+  )
+  rows = plan["chains"] / devices
+  per_row = 2 * L_CHAIN * (F + 4 * D) + 4 * N * L_CHAIN * L_CHAIN + 4 * 2 * V
+  return dict(params=params, optimizer=0.0, chains=rows * L_CHAIN * 4, activations=rows * per_row)
+
+
+def plan_worker(tiny: bool) -> list[dict]:
+  """Compiled memory analysis (per device) of the PaDIR training step under every option on
+  1 and SIMULATED devices, and of one bf16 Glauber step on 1 and SIMULATED devices. Runs in
+  a process started with SIMULATED CPU devices; nothing executes, only compiles. On CPU the
+  masked-logits chunking (gmlm.nn.masked.CPU_CHUNK_TOKENS) is turned off, as on a GPU."""
+  import jax
+  from jax.sharding import NamedSharding
+  from jax.sharding import PartitionSpec as P
+
+  from glauber import chains
+  from glauber.layout import Layout
+  from gmlm import lowering
+  from gmlm import nn as gm
+  from gmlm.core import mesh as mesh_lib
+  from gmlm.nn import masked
+  from padir import model as model_lib
+  from padir import sharding as sharding_lib
+
+  masked.CPU_CHUNK_TOKENS = 2**62
+  plan = PLAN_TINY if tiny else PLAN_FULL
+  out = []
+
+  def memory(compiled) -> dict:
+    m = compiled.memory_analysis()
+    return dict(
+      argument=float(m.argument_size_in_bytes),
+      output=float(m.output_size_in_bytes),
+      alias=float(m.alias_size_in_bytes),
+      temp=float(m.temp_size_in_bytes),
+    )
+
+  cfg = model_lib.ModelConfig(**plan["padir"])
+  B, T = plan["padir_batch"], cfg.max_target_length
+  for devices in (1, SIMULATED):
+    for data, model, rule in padir_options(devices):
+      step, state = padir_train_step(cfg, "bfloat16")
+      state = jax.eval_shape(lambda: state)
+      mesh = mesh_lib.make_mesh(data, model, jax.devices()[:devices])
+      shardings = sharding_lib.state_shardings(
+        state, mesh, "fsdp" if rule == "replicated" else rule
+      )
+      state = lowering.shaped(state, shardings)
+      batch = lowering.shaped(
+        padir_batch(cfg, B, T), {k: NamedSharding(mesh, P("data")) for k in ("inputs", "targets")}
+      )
+      key = lowering.shaped(jax.random.key(0), NamedSharding(mesh, P()))
+      t0 = time.perf_counter()
+      compiled = step.lower(state, batch, key).compile()
+      out.append(
+        dict(
+          what="padir", devices=devices, data=data, model=model, rule=rule,
+          compile_s=time.perf_counter() - t0, **memory(compiled),
+        )
+      )  # fmt: skip
+      print("RESULT " + json.dumps(out[-1]), flush=True)
+  V = plan["bert"]["vocab_size"]
+  fast = gm.with_dtype(bert_model(plan["bert"], "float32"), jax.numpy.bfloat16)
+  lay = Layout((), N_SITES, CLS, SEP, MASK)
+  spec = chains.make_spec(np.arange(FIRST_WORD, V), V, lay, 1.0)
+  step = jax.jit(chains.make_step("glauber"))
+  for devices in (1, SIMULATED):
+    mesh = mesh_lib.make_mesh(devices, 1, jax.devices()[:devices])
+    rep = NamedSharding(mesh, P())
+    tokens = jax.ShapeDtypeStruct(
+      (plan["chains"], L_CHAIN), jax.numpy.int32, sharding=NamedSharding(mesh, P("data"))
+    )
+    model = lowering.shaped(fast, jax.tree.map(lambda _: rep, fast))
+    t0 = time.perf_counter()
+    compiled = step.lower(lowering.shaped(jax.random.key(0), rep), 0, model, spec, tokens).compile()
+    out.append(
+      dict(
+        what="glauber", devices=devices, data=devices, model=1, rule="chains over data",
+        compile_s=time.perf_counter() - t0, **memory(compiled),
+      )
+    )  # fmt: skip
+    print("RESULT " + json.dumps(out[-1]), flush=True)
+  return out
+
+
+def run_plan(tiny: bool, out_dir: pathlib.Path) -> int:
+  """--plan: bytes per device of PaDIR training and Glauber chains at paper size under each
+  sharding option on 1, 8 and 64 devices (arithmetic; compiled on 1 and 8 simulated devices,
+  the two side by side), and the fewest devices that fit an H100's 80 GB."""
+  plan = PLAN_TINY if tiny else PLAN_FULL
+  env = {
+    **os.environ,
+    "XLA_FLAGS": f"--xla_force_host_platform_device_count={SIMULATED}",
+    "JAX_PLATFORMS": "cpu",
+  }
+  cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--plan_worker"]
+  cmd += ["--tiny"] if tiny else []
+  t0 = time.perf_counter()
+  proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+  compiled = [
+    json.loads(ln[len("RESULT ") :]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")
+  ]
+  if proc.returncode:
+    print(proc.stderr[-3000:], file=sys.stderr)
+  found = {(c["what"], c["devices"], c["data"], c["model"], c["rule"]): c for c in compiled}
+  rows = []
+  for devices in plan["devices"]:
+    for data, model, rule in padir_options(devices):
+      a = padir_plan_arithmetic(plan, data, model, rule)
+      rows.append(dict(what="padir", devices=devices, data=data, model=model, rule=rule, **a))
+    a = glauber_plan_arithmetic(plan, devices)
+    rows.append(dict(what="glauber", devices=devices, data=devices, model=1, rule="chains over data", **a))  # fmt: skip
+  for r in rows:
+    r["arithmetic_gb"] = sum(r[k] for k in ("params", "optimizer", "gradients", "chains", "activations") if k in r) / 1e9  # fmt: skip
+    c = found.get((r["what"], r["devices"], r["data"], r["model"], r["rule"]))
+    if c is not None:  # what the compiled program holds at its peak: arguments + temporaries
+      r["compiled_gb"] = (c["argument"] + c["output"] - c["alias"] + c["temp"]) / 1e9
+      r["compiled_arguments_gb"], r["compiled_temp_gb"] = c["argument"] / 1e9, c["temp"] / 1e9
+      r["compiled_vs_arithmetic"] = r["compiled_gb"] / r["arithmetic_gb"]
+    r["fits_h100"] = r.get("compiled_gb", r["arithmetic_gb"]) <= HARDWARE["H100"]["memory_gb"]
+  fewest = {}
+  for what in ("padir", "glauber"):
+    fit = [r for r in rows if r["what"] == what and r["fits_h100"]]
+    fewest[what] = min(fit, key=lambda r: (r["devices"], r.get("compiled_gb", r["arithmetic_gb"])), default=None)  # fmt: skip
+  print(
+    f"{'plan':8s} {'devices':>7s} {'mesh':>6s} {'rule':16s} {'params':>8s} {'optim':>8s} "
+    f"{'grads':>8s} {'activ':>8s} {'arith GB':>9s} {'compiled GB':>11s} {'ratio':>6s} fits H100"
+  )
+  gb = lambda r, k: f"{r.get(k, 0) / 1e9:8.3g}"
+  for r in rows:
+    print(
+      f"{r['what']:8s} {r['devices']:7d} {r['data']:>3d}x{r['model']:<2d} {r['rule']:16s} "
+      f"{gb(r, 'params')} {gb(r, 'optimizer')} {gb(r, 'gradients')} {gb(r, 'activations')} "
+      f"{r['arithmetic_gb']:9.3g} {fmt(r.get('compiled_gb')):>11s} "
+      f"{fmt(r.get('compiled_vs_arithmetic')):>6s} {'yes' if r['fits_h100'] else 'no'}"
+    )
+  for what, r in fewest.items():
+    where = (
+      "none of the options"
+      if r is None
+      else (f"{r['devices']} device(s), {r['data']}x{r['model']} {r['rule']}")
+    )
+    print(f"fewest H100s (80 GB) for {what}: {where}")
+  out_dir.mkdir(parents=True, exist_ok=True)
+  result = dict(tiny=tiny, plan=plan, rows=rows, compiled=compiled, fewest_h100=fewest,
+                wall_s=time.perf_counter() - t0)  # fmt: skip
+  (out_dir / "plan.json").write_text(json.dumps(result, indent=1, default=float))
+  print(f"wrote {out_dir / 'plan.json'}")
+  return 0 if len(compiled) == len(found) and not proc.returncode else 1
 
 
 # ----------------------------------------------------------------------------- driver
@@ -734,6 +1243,8 @@ def main(argv: list[str] | None = None) -> int:
   p.add_argument("--out", help="directory for accelerator.json")
   p.add_argument("--tiny", action="store_true", help="tiny sizes (the CPU smoke test)")
   p.add_argument("--sections", default=",".join(SECTIONS))
+  p.add_argument("--plan", action="store_true", help="paper-size memory plans (no timing)")
+  p.add_argument("--plan_worker", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--torch_worker", help=argparse.SUPPRESS)
   p.add_argument("--chains", type=int, help=argparse.SUPPRESS)
   p.add_argument("--steps", type=int, help=argparse.SUPPRESS)
@@ -741,8 +1252,13 @@ def main(argv: list[str] | None = None) -> int:
   if a.torch_worker:
     print("RESULT " + json.dumps(torch_worker(a.torch_worker, a.chains, a.steps)), flush=True)
     return 0
+  if a.plan_worker:
+    plan_worker(a.tiny)
+    return 0
   if not a.out:
     p.error("--out DIR is required")
+  if a.plan:
+    return run_plan(a.tiny, pathlib.Path(a.out))
   names = [n for n in a.sections.split(",") if n]
   unknown = sorted(set(names) - set(SECTIONS))
   if unknown:
@@ -762,8 +1278,10 @@ def main(argv: list[str] | None = None) -> int:
     jax=jax.__version__,
     tiny=a.tiny,
     peak_tflops=ctx.peak_tflops,
+    tb_per_s=ctx.tb_per_s,
     wall_s=time.perf_counter() - t0,
     sections=sections,
+    roofline=roofline(ctx, sections, jax.devices()[0].device_kind),
   )
   out = pathlib.Path(a.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -780,6 +1298,7 @@ def main(argv: list[str] | None = None) -> int:
       print(fmt_row(r))
     for note in sec["notes"]:
       print(f"  note: {note}")
+  print_roofline(result["roofline"])
   print(f"\nwrote {out / 'accelerator.json'}")
   return 1 if any(sec["error"] for sec in sections.values()) else 0
 

@@ -11,12 +11,18 @@
 Every law test compares the total-variation distance of the empirical law to the exact one with
 the 0.999 quantile of its null distribution (multinomial draws from the exact law with the same
 number of draws), not a hand-set number. The unmarked test runs the whole suite at --tiny sizes.
+
+The roofline (FLOPs from gmlm.lowering.cost) is checked against hand counts of the MLM forward
+and the PaDIR training step, and against a measurement on this CPU; `--plan` runs at tiny sizes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -94,7 +100,143 @@ def test_accelerator_suite_tiny_writes_every_section(tmp_path):
   assert "ours clique" in ising and "thrml clique" in ising and "ours dense" in ising, ising
   padir = [r["case"] for r in result["sections"]["padir"]["rows"]]
   assert any("padir refine" in c for c in padir) and any("ar greedy" in c for c in padir), padir
+  # The roofline: a prediction per timed row with a cost, and a reason wherever measured is
+  # not within 2x of the prediction from this CPU's own peak and bandwidth.
+  roofline = result["roofline"]
+  assert result["tb_per_s"] > 0
+  assert {r["section"] for r in roofline} == set(SECTIONS) - {"tests"}, roofline
+  for r in roofline:
+    assert r["gflop"] > 0 and r["gbytes"] > 0 and r["H100_s"] > 0 and r["H200_s"] > 0, r
+    assert r["H200_s"] <= r["H100_s"] and r["here_s"] > 0, r
+    assert r["within_2x"] or r["reason"], r
   assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- roofline
+
+
+def bench():
+  """benchmarks/accelerator.py as a module."""
+  spec = importlib.util.spec_from_file_location(
+    "_accelerator", REPO / "benchmarks" / "accelerator.py"
+  )
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module
+  spec.loader.exec_module(module)
+  return module
+
+
+def bert_mid(b) -> dict:
+  """A 4-layer d = 256 BERT: matmuls dominate its FLOPs, and it compiles in seconds."""
+  return dict(
+    b.BERT_BASE, vocab_size=4000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+    intermediate_size=1024, max_position_embeddings=64,
+  )  # fmt: skip
+
+
+def test_roofline_flops_of_the_mlm_forward_match_a_hand_count():
+  """XLA's FLOPs of masked_logits (one masked row) within 5% of the matmul count from the
+  shapes (benchmarks/mlm_forward.flops_per_sequence; XLA adds the elementwise ops)."""
+  from gmlm import lowering
+  from gmlm import nn as gm
+
+  b = bench()
+  B, L, c = 8, 32, bert_mid(b)
+  model = b.bert_model(c, "float32")
+  tokens = jnp.asarray(b.sequences(B, L, c["vocab_size"]))
+  positions = jnp.full((B, 1), L // 2, jnp.int32)
+  cost = lowering.cost(gm.masked_logits, model, tokens, positions)
+  hand = B * b.load_benchmark("mlm_forward").flops_per_sequence(c, L, rows_in_last_layer=1)
+  assert cost.flops == pytest.approx(hand, rel=0.05), (cost.flops / hand, cost)
+
+
+@pytest.mark.slow  # compiles a training step (~10-40 s)
+def test_roofline_flops_of_the_padir_step_match_a_hand_count():
+  """XLA's FLOPs of the suite's PaDIR training step (two stages, AdaFactor) within 5% of
+  padir_step_flops, 3x the forward's matmuls counted from the model's shapes."""
+  from gmlm import lowering
+  from padir import model as model_lib
+
+  b = bench()
+  c = dict(
+    vocab_size=2048,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    num_heads=4,
+    d_model=256,
+    d_ff=1024,
+    max_source_length=32,
+    max_target_length=32,
+  )
+  cfg = model_lib.ModelConfig(**c)
+  step, state = b.padir_train_step(cfg, "float32")
+  cost = lowering.cost(step, state, b.padir_batch(cfg, 8, 32), jax.random.key(0))
+  hand = b.padir_step_flops(c, 8, 32, 32)
+  assert cost.flops == pytest.approx(hand, rel=0.05), (cost.flops / hand, cost)
+
+
+@pytest.mark.slow  # measures a matmul peak, a bandwidth and a forward (~20 s)
+def test_roofline_predicts_a_compute_bound_forward_within_2x_on_this_cpu():
+  """The roofline from this CPU's measured float32 peak and bandwidth predicts a
+  compute-bound forward (B = 64, L = 32, d = 256) within 2x of its measured time."""
+  from gmlm import nn as gm
+
+  b = bench()
+  sizes = dataclasses.replace(b.TINY, peak_n=1024, stream_mb=256, min_seconds=1.0)
+  ctx = b.Context(sizes, tiny=False)
+  peak = b.Section("matmul_peak", 900)
+  b.section_matmul_peak(ctx, peak)
+  forward = b.Section("mlm_forward", 900)
+  model, B, L = b.bert_model(bert_mid(b), "float32"), 64, 32
+  compile_s, _, cost = b.forward_rate(ctx, model, "float32", B, L)
+  tokens = jnp.asarray(b.sequences(B, L, model.config.vocab_size, B))
+  positions = jnp.full((B, 1), L // 2, jnp.int32)
+  call = lambda: b.block(gm.masked_logits(model, tokens, positions))
+  best = min(b._once(call) for _ in range(5))  # the peak's statistic: load only slows a call
+  forward.row(f"float32 B={B} L={L}", compile_s, best, cost, "float32")
+  rows = b.roofline(ctx, {"mlm_forward": dict(rows=forward.rows)}, "cpu")
+  (r,) = rows
+  assert r["here_bound"] == "compute", r
+  assert r["within_2x"], (r, ctx.peak_tflops, ctx.tb_per_s)
+
+
+@pytest.mark.slow  # compiles 8 small programs on 8 simulated devices (~1-3 min)
+def test_plan_tiny_compiled_memory_agrees_with_the_arithmetic(tmp_path):
+  """--plan --tiny: every option on 1 and 8 devices compiled; the compiled arguments are the
+  arithmetic's parameters and optimizer state (within 2%: keys, counters) plus the batch; the
+  compiled peak within 2x of the arithmetic's total; 64 devices by arithmetic alone."""
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(REPO / "benchmarks" / "accelerator.py"),
+      "--plan",
+      "--tiny",
+      "--out",
+      str(tmp_path),
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=1500,
+    env={**os.environ, "PYTHONPATH": str(REPO)},
+  )
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  plan = json.loads((tmp_path / "plan.json").read_text())
+  rows = plan["rows"]
+  compiled = [r for r in rows if r["devices"] in (1, 8)]
+  assert len(compiled) == 8 and all("compiled_gb" in r for r in compiled), compiled
+  assert all("compiled_gb" not in r for r in rows if r["devices"] == 64)
+  batch = 2 * 16 * 8 * 4  # inputs and targets, int32
+  for r in compiled:
+    assert 0.5 <= r["compiled_vs_arithmetic"] <= 2, r
+    if r["what"] == "padir":
+      state = r["params"] + r["optimizer"]
+      held = r["compiled_arguments_gb"] * 1e9 - batch / r["data"]
+      assert held == pytest.approx(state, rel=0.02), (held, r)
+  by = {(r["what"], r["devices"], r["data"], r["model"], r["rule"]): r for r in rows}
+  assert by["padir", 8, 4, 2, "fsdp"]["params"] < by["padir", 8, 8, 1, "replicated"]["params"]
+  assert by["padir", 8, 1, 8, "fsdp"]["params"] < by["padir", 8, 4, 2, "fsdp"]["params"]
+  assert plan["fewest_h100"]["padir"]["devices"] == 1
 
 
 # ----------------------------------------------------------------------------- model parity

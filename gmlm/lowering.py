@@ -1,0 +1,233 @@
+"""What a jitted function becomes on an accelerator, found on any host (no GPU or TPU needed).
+
+  report = check(jax.jit(f), *args, dtype="float32", **static_kwargs)   # for ("cuda", "tpu")
+  report.problems        # [] when the program is fit for the accelerator (see below)
+  c = cost(jax.jit(f), *args, **static_kwargs)                          # FLOPs, bytes, loops
+
+`check` exports the function with `jax.export.export(fn, platforms=("cuda", "tpu"))`: JAX lowers
+it for each platform without the hardware. Arguments may be arrays or `jax.ShapeDtypeStruct`s;
+a struct's sharding may name an `AbstractMesh` of any size (`abstract_mesh`), so a program
+sharded over 8 or 64 devices is lowered on one CPU. A report's problems:
+  - the lowering failed (an op with no GPU/TPU lowering, a custom call without compatibility
+    guarantees, a shape error): the exception, named;
+  - a host callback (pure_callback, io_callback, jax.debug.print / callback) anywhere in the
+    program, nested scans and conds included: a round trip to the host per call or per step;
+  - a float64 (or complex128) value in the program, or in the lowered module, while the path asks
+    for bfloat16 or float32 (TPUs have no float64; GPUs run it at a fraction of the speed);
+  - a bfloat16 path whose lowered module has no bfloat16 matmul (the compute dtype is ignored).
+
+`cost` is XLA's cost analysis of the compiled program (FLOPs, bytes accessed) with one fix: XLA
+counts a loop body once, whatever its trip count, so each `lax.scan` (and `lax.map`) body is
+costed apart and counted `length` times (recursively). A `while_loop`'s trip count is data
+dependent: its body is counted once, and `Cost.while_loops` says how many there are.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+from typing import Any, Callable, Iterator
+
+import jax
+import jax.extend.core as jcore
+import numpy as np
+
+PLATFORMS = ("cuda", "tpu")
+_CUSTOM_CALL = re.compile(r"stablehlo\.custom_call @([\w.$-]+)")
+_DOT = re.compile(
+  r"stablehlo\.dot_general[^\n]*:\s*\(tensor<[0-9x?]*x?(\w+)>, tensor<[0-9x?]*x?(\w+)>"
+)
+_F64 = re.compile(r"(?<![\w.])(?:f64|complex<f64>)(?![\w])")
+
+
+def abstract_mesh(shape: dict[str, int]) -> jax.sharding.AbstractMesh:
+  """A device mesh of any size without the devices (auto axes, as gmlm.core.mesh.make_mesh)."""
+  return jax.sharding.AbstractMesh(
+    tuple(shape.values()),
+    tuple(shape),
+    axis_types=(jax.sharding.AxisType.Auto,) * len(shape),
+  )
+
+
+def shaped(tree: Any, shardings: Any = None) -> Any:
+  """The arrays of a pytree as ShapeDtypeStructs (with the matching leaf of `shardings`)."""
+  if shardings is None:
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(*_shape_dtype(x)), tree)
+  return jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(*_shape_dtype(x), sharding=s), tree, shardings
+  )
+
+
+def _shape_dtype(x) -> tuple:
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return tuple(x.shape), x.dtype
+  x = np.asarray(x)
+  return x.shape, x.dtype
+
+
+# ----------------------------------------------------------------------------- the jaxpr walk
+
+
+def _sub_jaxprs(eqn) -> Iterator[Any]:
+  """The jaxprs an equation holds (scan / while bodies, cond branches, nested jit calls)."""
+  for value in eqn.params.values():
+    for v in value if isinstance(value, (tuple, list)) else (value,):
+      if isinstance(v, jcore.ClosedJaxpr):
+        yield v.jaxpr
+      elif isinstance(v, jcore.Jaxpr):
+        yield v
+
+
+def _eqns(jaxpr) -> Iterator[Any]:
+  for eqn in jaxpr.eqns:
+    yield eqn
+    for sub in _sub_jaxprs(eqn):
+      yield from _eqns(sub)
+
+
+def _on_host(primitive: str) -> bool:
+  """pure_callback, io_callback, debug_callback (jax.debug.callback), debug_print."""
+  return "callback" in primitive or primitive == "debug_print"
+
+
+def _is_wide(var) -> bool:
+  dtype = getattr(var.aval, "dtype", None)
+  return str(dtype) in ("float64", "complex128")
+
+
+def _wide_values(jaxpr) -> list[str]:
+  """'primitive: dtype' of every equation that makes a float64 / complex128 value (and the
+  inputs that are one)."""
+  found = [f"input: {v.aval.dtype}" for v in jaxpr.invars if _is_wide(v)]
+  for eqn in _eqns(jaxpr):
+    found += [f"{eqn.primitive.name}: {v.aval.dtype}" for v in eqn.outvars if _is_wide(v)]
+  return found
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+@dataclasses.dataclass
+class Lowering:
+  """What exporting one path for the accelerator platforms found."""
+
+  platforms: tuple[str, ...]
+  dtype: str  # the compute dtype the path asks for
+  error: str | None = None  # the lowering failed
+  callbacks: tuple[str, ...] = ()  # host-callback primitives in the program
+  wide: tuple[str, ...] = ()  # float64 / complex128 values (primitive: dtype)
+  module_f64: int = 0  # float64 types in the lowered module
+  custom_calls: tuple[str, ...] = ()  # custom-call targets of the lowered module
+  dots: dict = dataclasses.field(default_factory=dict)  # matmul operand dtype -> count
+  devices: int = 1  # the devices the program is partitioned over
+
+  @property
+  def problems(self) -> list[str]:
+    out = []
+    if self.error:
+      out.append(f"lowering failed: {self.error}")
+    if self.callbacks:
+      out.append(f"host callback: {', '.join(sorted(set(self.callbacks)))}")
+    if self.wide or self.module_f64:
+      where = ", ".join(sorted(set(self.wide))[:5]) or f"{self.module_f64} f64 types in the module"
+      out.append(f"float64 in a {self.dtype} program: {where}")
+    if self.dtype == "bfloat16" and not self.error and not self.dots.get("bf16"):
+      out.append(f"no bfloat16 matmul in a bfloat16 program (matmuls: {self.dots})")
+    return out
+
+  @property
+  def ok(self) -> bool:
+    return not self.problems
+
+
+def check(
+  fn: Callable, *args, dtype: str = "float32", platforms: tuple[str, ...] = PLATFORMS, **kwargs
+) -> Lowering:
+  """Exports jitted `fn` at (*args, **kwargs) (static arguments by keyword) for `platforms`;
+  see the module docstring for what the returned report checks."""
+  if dtype not in ("float32", "bfloat16"):
+    raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+  report = Lowering(tuple(platforms), dtype)
+  try:
+    jaxpr = fn.trace(*args, **kwargs).jaxpr.jaxpr
+  except Exception as e:  # noqa: BLE001 - reported, the check's whole point
+    report.error = f"tracing: {type(e).__name__}: {e}"[:600]
+    return report
+  report.callbacks = tuple(e.primitive.name for e in _eqns(jaxpr) if _on_host(e.primitive.name))
+  report.wide = tuple(_wide_values(jaxpr))
+  try:
+    exported = jax.export.export(fn, platforms=tuple(platforms))(*args, **kwargs)
+  except Exception as e:  # noqa: BLE001
+    report.error = f"{type(e).__name__}: {e}"[:600]
+    return report
+  text = "\n".join(ln for ln in exported.mlir_module().splitlines() if not ln.startswith("#loc"))
+  text = re.sub(r"loc\([^)]*\)", "", text)
+  report.module_f64 = len(_F64.findall(text))
+  report.custom_calls = tuple(sorted(set(_CUSTOM_CALL.findall(text))))
+  report.dots = dict(
+    collections.Counter(a if a == b else f"{a}x{b}" for a, b in _DOT.findall(text))
+  )
+  report.devices = exported.nr_devices
+  return report
+
+
+# ----------------------------------------------------------------------------- the cost
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+  flops: float
+  bytes: float  # bytes accessed, as XLA's cost analysis counts them (after fusion)
+  while_loops: int = 0  # data-dependent loops whose body is counted once
+
+  def __add__(self, other: "Cost") -> "Cost":
+    return Cost(
+      self.flops + other.flops, self.bytes + other.bytes, self.while_loops + other.while_loops
+    )
+
+  def __mul__(self, k: float) -> "Cost":
+    return Cost(self.flops * k, self.bytes * k, int(self.while_loops * k))
+
+
+def _analysis(compiled) -> Cost:
+  analysis = compiled.cost_analysis()
+  analysis = analysis[0] if isinstance(analysis, (list, tuple)) else (analysis or {})
+  return Cost(float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
+
+
+def _xla_cost(closed) -> Cost:
+  """XLA's cost analysis of a closed jaxpr compiled for the default backend (loops once)."""
+  fn = jcore.jaxpr_as_fun(closed)
+  avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in closed.in_avals]
+  return _analysis(jax.jit(fn).lower(*avals).compile())
+
+
+def _scans(jaxpr) -> Iterator[Any]:
+  """The scan equations of a jaxpr that are not inside another scan."""
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "scan":
+      yield eqn
+    else:
+      for sub in _sub_jaxprs(eqn):
+        yield from _scans(sub)
+
+
+def _with_scans(counted: Cost, jaxpr) -> Cost:
+  """XLA's cost `counted` of a jaxpr (each scan body once) -> with each outermost scan body's
+  own true cost counted `length` times instead: T = X + sum_s (length_s T(body_s) - X(body_s))."""
+  for eqn in _scans(jaxpr):
+    body = eqn.params["jaxpr"]
+    once = _xla_cost(body)
+    counted = counted + _with_scans(once, body.jaxpr) * eqn.params["length"] + once * -1
+  return counted
+
+
+def cost(fn: Callable, *args, **kwargs) -> Cost:
+  """FLOPs and bytes accessed of one call of jitted `fn` on the default backend, every scan
+  counted at its length (module docstring). The whole program's analysis comes from
+  fn.lower(...).compile(), which reuses the executable of an earlier call with these shapes."""
+  jaxpr = fn.trace(*args, **kwargs).jaxpr.jaxpr
+  total = _with_scans(_analysis(fn.lower(*args, **kwargs).compile()), jaxpr)
+  whiles = sum(e.primitive.name == "while" for e in _eqns(jaxpr))
+  return Cost(total.flops, total.bytes, whiles)
