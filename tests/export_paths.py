@@ -185,7 +185,7 @@ def _():
 
 @path(GLAUBER_PATHS, "glauber: rectangle edges, masked LM (rectangle.masked_edges)")
 def _():
-  from glauber import rectangle
+  from glauber.measures import rectangle
 
   model, spec, x0 = _glauber()
   X = 4
@@ -199,7 +199,7 @@ def _():
   GLAUBER_PATHS, "glauber: rectangle edges after proposals (rectangle.masked_edges_after_proposals)"
 )
 def _():
-  from glauber import rectangle
+  from glauber.measures import rectangle
 
   model, spec, x0 = _glauber()
   X, V = 4, model.config.vocab_size
@@ -212,7 +212,7 @@ def _():
 
 @path(GLAUBER_PATHS, "glauber: rectangle edges, causal control (rectangle.causal_edges)")
 def _():
-  from glauber import rectangle
+  from glauber.measures import rectangle
 
   model = _family("GPT2LMHeadModel", "float32")
   tokens = np.random.default_rng(0).integers(3, 97, (4, 12)).astype(np.int32)
@@ -223,7 +223,7 @@ def _():
 
 @path(GLAUBER_PATHS, "glauber: influence of site j on site i (influence.group_influence)")
 def _():
-  from glauber import influence
+  from glauber.measures import influence
 
   model, spec, x0 = _glauber()
   G, M = 4, 3
