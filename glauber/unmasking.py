@@ -146,20 +146,22 @@ Order = Literal["random", "left_to_right", "confidence"]
 
 def _segments(counts: tuple[int, ...], masked: int, order: str) -> tuple:
   """The unmasking steps grouped into runs that share one static number of head rows (the
-  revealed sites, or every masked site for "confidence"), padded up to a power of two within a
-  run: ((rows, (k_s, ...)), ...). One lax.scan per run keeps compile time at ~log2(m) encoders."""
+  revealed sites, or every masked site for "confidence"), padded up to the largest within a run
+  of one power-of-two bucket: ((rows, draws, (k_s, ...)), ...), draws = the largest k_s. One
+  lax.scan per run keeps compile time at ~log2(m) encoders."""
   out: list[list] = []
   left = masked
   for k in counts:
     need = left if order == "confidence" else k
     bucket = max(need - 1, 0).bit_length()
-    if out and out[-1][2] == bucket:
+    if out and out[-1][3] == bucket:
       out[-1][0] = max(out[-1][0], need)
-      out[-1][1].append(k)
+      out[-1][1] = max(out[-1][1], k)
+      out[-1][2].append(k)
     else:
-      out.append([need, [k], bucket])
+      out.append([need, k, [k], bucket])
     left -= k
-  return tuple((rows, tuple(ks)) for rows, ks, _ in out)
+  return tuple((rows, most, tuple(ks)) for rows, most, ks, _ in out)
 
 
 def unmask_step(
@@ -170,11 +172,14 @@ def unmask_step(
   k: jax.Array,
   rows: int,
   order: Order,
+  most: int | None = None,
 ) -> jax.Array:
-  """Reveals k (traced) of the masked free sites of every chain, each drawn independently from
-  its conditional given the current state; the head runs at `rows` (static) sites: the k chosen
-  (random / left_to_right; rows >= k) or every masked site (confidence; rows >= masked)."""
+  """Reveals k (traced, at most `most`, static) of the masked free sites of every chain, each
+  drawn independently from its conditional given the current state; the head runs at `rows`
+  (static) sites: the k chosen (random / left_to_right; rows >= k) or every masked site
+  (confidence; rows >= masked), and the draws at `most` of them."""
   B, n = tokens_BL.shape[0], spec.num_sites
+  most = rows if most is None else min(most, rows)
   k_pick, k_draw = jax.random.split(key)
   free_BN = spec.free(tokens_BL)
   masked_BN = free_BN == spec.mask_id
@@ -184,20 +189,22 @@ def unmask_step(
     score_BN = jnp.broadcast_to(-jnp.arange(n, dtype=jnp.float32), (B, n))
   _, sites_BR = jax.lax.top_k(jnp.where(masked_BN, score_BN, -jnp.inf), rows)
   valid_BR = jnp.take_along_axis(masked_BN, sites_BR, axis=1)
-  positions_BR = spec.offset + sites_BR
   logp1_BRC = chains.tempered_logprobs(
-    scoring_spec(spec), masked_logits(model, tokens_BL, positions_BR)
+    scoring_spec(spec), masked_logits(model, tokens_BL, spec.offset + sites_BR)
   )
-  if order == "confidence":
+  if order == "confidence":  # the `most` most confident rows, best first (ties: lower site)
     conf_BR = jnp.where(valid_BR, logp1_BRC.max(-1), -jnp.inf)
-    rank_BR = jnp.argsort(jnp.argsort(-conf_BR, axis=-1, stable=True), axis=-1)
-    reveal_BR = valid_BR & (rank_BR < k)
-  else:
-    reveal_BR = valid_BR & (jnp.arange(rows) < k)[None]
-  logp_BRC = draws.temper(logp1_BRC, spec.temperature, spec.top_k, spec.top_p)
-  new_BR = spec.candidates_C[draws.categorical(k_draw, logp_BRC)]
-  old_BR = jnp.take_along_axis(free_BN, sites_BR, axis=1)
-  return blocks.write_block(tokens_BL, positions_BR, jnp.where(reveal_BR, new_BR, old_BR))
+    top_BD = jnp.argsort(-conf_BR, axis=-1, stable=True)[:, :most]
+    sites_BD = jnp.take_along_axis(sites_BR, top_BD, axis=1)
+    valid_BD = jnp.take_along_axis(valid_BR, top_BD, axis=1)
+    logp1_BDC = jnp.take_along_axis(logp1_BRC, top_BD[..., None], axis=1)
+  else:  # rows come in order already
+    sites_BD, valid_BD, logp1_BDC = sites_BR[:, :most], valid_BR[:, :most], logp1_BRC[:, :most]
+  reveal_BD = valid_BD & (jnp.arange(most) < k)[None]
+  logp_BDC = draws.temper(logp1_BDC, spec.temperature, spec.top_k, spec.top_p)
+  new_BD = spec.candidates_C[draws.categorical(k_draw, logp_BDC)]
+  old_BD = jnp.take_along_axis(free_BN, sites_BD, axis=1)
+  return blocks.write_block(tokens_BL, spec.offset + sites_BD, jnp.where(reveal_BD, new_BD, old_BD))
 
 
 def remask_round(
@@ -235,11 +242,11 @@ def _run(key, model, spec, state, *, plan, order, remask, record, sharding):
   remask_k, remask_order = remask
   tokens_BL, t = chains.constrain(state.tokens_BL, sharding), state.t
   recs = []
-  for rows, ks in segments:
+  for rows, most, ks in segments:
 
-    def one(tokens_BL, x, rows=rows):
+    def one(tokens_BL, x, rows=rows, most=most):
       t_s, k_s = x
-      new = unmask_step(blocks.step_key(key, t_s), model, spec, tokens_BL, k_s, rows, order)
+      new = unmask_step(blocks.step_key(key, t_s), model, spec, tokens_BL, k_s, rows, order, most)
       new = chains.constrain(new, sharding)
       return new, spec.free(new) if record else None
 
