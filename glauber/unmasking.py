@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from glauber import chains, rejection_free
+from glauber import chains, init_states, rejection_free
 from glauber.chains import ChainState, Records, Spec
 from glauber.oracle import MaskedLM
 from glauber.scoring import scoring_spec
@@ -299,8 +299,7 @@ def masked_count(spec: Spec, tokens_BL) -> int:
 
 def all_masked(spec: Spec, num_chains: int) -> ChainState:
   """num_chains chains with every free site masked (the usual start)."""
-  lay = spec.layout
-  return chains.init_state(lay.sequences(np.full((num_chains, lay.num_sites), lay.mask_id)))
+  return chains.init_state(init_states.all_mask(spec.layout, num_chains))
 
 
 def run(
