@@ -75,6 +75,11 @@ def parse(text: str, num_sites: int, budget: int) -> Sampler | None:
     s.check(num_sites, num_sites)
     per = s.round_rows(num_sites)
     rounds = (budget - rows) // per
+    if rounds < 1:
+      raise ValueError(
+        f"one remasking round costs {per} forward rows: needs {rows + per} per sequence, over "
+        f"forward_rows={budget}"
+      )
     s = Sampler(s.steps, s.schedule, s.order, rounds, s.remask_sites, s.remask_order)
     rows += rounds * per
   s.check(num_sites, num_sites)
@@ -187,6 +192,7 @@ def run(config, workdir: str) -> dict:
   results = {"model": config.model, "prompt": config.prompt}
   results["full"] = full_mlm(config, rd, model, tokenizer, lay)
   results["exact"] = exact_part(config, rd, model, exact_lay, ids)
+  log_metrics(rd, results)
   rd.savefig(tv_figure(results["exact"]), "unmasking_tv.png")
   rd.write_report(report(config, results))
   rd.write_results(results)  # last: a run with results.json is finished
@@ -249,10 +255,20 @@ def full_mlm(config, rd: RunDir, model, tokenizer, lay: Layout) -> list[dict]:
       row["examples"] = texts[:3]
       return row
 
-    row = rd.cell(f"full_{i}", compute)
-    rd.log_metrics(i, {"stage": "full", **{k: v for k, v in row.items() if k != "examples"}})
-    rows.append(row)
+    rows.append(rd.cell(f"full_{i}", compute))
   return rows
+
+
+def log_metrics(rd: RunDir, results: dict) -> None:
+  """metrics.jsonl from the cells, written whole at the end (a resumed run writes the same
+  lines): a line per sampler of part 1 (step = its index), then per T and exact sampler."""
+  rd.truncate_metrics(-1)
+  for i, row in enumerate(results["full"]):
+    rd.log_metrics(i, {"stage": "full", **{k: v for k, v in row.items() if k != "examples"}})
+  for table in results["exact"]["tables"]:
+    for j, r in enumerate(table["rows"]):
+      keep = ("sampler", "forward_rows", "tv_pi", "tv_pl", "glauber_to_eps")
+      rd.log_metrics(j, {"stage": "exact", "T": table["T"], **{k: r[k] for k in keep}})
 
 
 def exact_part(config, rd: RunDir, model, lay: Layout, ids) -> dict:
@@ -263,9 +279,9 @@ def exact_part(config, rd: RunDir, model, lay: Layout, ids) -> dict:
   samplers = exact_samplers(config.exact_sites, config.exact_steps)
   tables = []
   for T in config.exact_temperatures:
-    table = rd.cell(f"exact_T{T:g}", lambda T=T: laws_lib.measure_temperature(scores, T, samplers))
-    rd.log_metrics(0, {"stage": "exact", "T": T, "tv_pi_pl": table["tv_pi_pl"]})
-    tables.append(table)
+    tables.append(
+      rd.cell(f"exact_T{T:g}", lambda T=T: laws_lib.measure_temperature(scores, T, samplers))
+    )
   c, n = len(ids), config.exact_sites
   return {"num_candidates": c, "num_sites": n, "num_states": (c + 1) ** n, "tables": tables}
 
