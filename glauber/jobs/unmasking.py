@@ -142,7 +142,7 @@ def validate(config) -> None:
     try:
       parse(text, n, budget)
     except ValueError as e:
-      raise checks.ConfigError("samplers", text, str(e)) from None
+      raise checks.ConfigError("samplers", samplers, f"{text!r}: {e}") from None
   checks.check_float(config, "trap_temperature", lo=0, lo_open=True)
   window = checks.check_int(config, "trap_window", lo=1)
   checks.check_int(config, "trap_record_every", lo=1, hi=window)
