@@ -187,24 +187,24 @@ def unmask_step(
     score_BN = jax.random.uniform(k_pick, (B, n))
   else:
     score_BN = jnp.broadcast_to(-jnp.arange(n, dtype=jnp.float32), (B, n))
-  _, sites_BR = jax.lax.top_k(jnp.where(masked_BN, score_BN, -jnp.inf), rows)
-  valid_BR = jnp.take_along_axis(masked_BN, sites_BR, axis=1)
-  logp1_BRC = chains.tempered_logprobs(
-    scoring_spec(spec), masked_logits(model, tokens_BL, spec.offset + sites_BR)
+  _, sites_BQ = jax.lax.top_k(jnp.where(masked_BN, score_BN, -jnp.inf), rows)
+  valid_BQ = jnp.take_along_axis(masked_BN, sites_BQ, axis=1)
+  logp1_BQC = chains.tempered_logprobs(
+    scoring_spec(spec), masked_logits(model, tokens_BL, spec.offset + sites_BQ)
   )
   if order == "confidence":  # the `most` most confident rows, best first (ties: lower site)
-    conf_BR = jnp.where(valid_BR, logp1_BRC.max(-1), -jnp.inf)
-    top_BD = jnp.argsort(-conf_BR, axis=-1, stable=True)[:, :most]
-    sites_BD = jnp.take_along_axis(sites_BR, top_BD, axis=1)
-    valid_BD = jnp.take_along_axis(valid_BR, top_BD, axis=1)
-    logp1_BDC = jnp.take_along_axis(logp1_BRC, top_BD[..., None], axis=1)
+    conf_BQ = jnp.where(valid_BQ, logp1_BQC.max(-1), -jnp.inf)
+    top_BA = jnp.argsort(-conf_BQ, axis=-1, stable=True)[:, :most]
+    sites_BA = jnp.take_along_axis(sites_BQ, top_BA, axis=1)
+    valid_BA = jnp.take_along_axis(valid_BQ, top_BA, axis=1)
+    logp1_BAC = jnp.take_along_axis(logp1_BQC, top_BA[..., None], axis=1)
   else:  # rows come in order already
-    sites_BD, valid_BD, logp1_BDC = sites_BR[:, :most], valid_BR[:, :most], logp1_BRC[:, :most]
-  reveal_BD = valid_BD & (jnp.arange(most) < k)[None]
-  logp_BDC = draws.temper(logp1_BDC, spec.temperature, spec.top_k, spec.top_p)
-  new_BD = spec.candidates_C[draws.categorical(k_draw, logp_BDC)]
-  old_BD = jnp.take_along_axis(free_BN, sites_BD, axis=1)
-  return blocks.write_block(tokens_BL, spec.offset + sites_BD, jnp.where(reveal_BD, new_BD, old_BD))
+    sites_BA, valid_BA, logp1_BAC = sites_BQ[:, :most], valid_BQ[:, :most], logp1_BQC[:, :most]
+  reveal_BA = valid_BA & (jnp.arange(most) < k)[None]
+  logp_BAC = draws.temper(logp1_BAC, spec.temperature, spec.top_k, spec.top_p)
+  new_BA = spec.candidates_C[draws.categorical(k_draw, logp_BAC)]
+  old_BA = jnp.take_along_axis(free_BN, sites_BA, axis=1)
+  return blocks.write_block(tokens_BL, spec.offset + sites_BA, jnp.where(reveal_BA, new_BA, old_BA))
 
 
 def remask_round(

@@ -104,7 +104,8 @@ def exact_samplers(num_sites: int, steps) -> list[Sampler]:
     for schedule in unmasking.SCHEDULES:
       out += [Sampler(steps=S, schedule=schedule, order=o) for o in ("random", "confidence")]
   S = min(steps)
-  base = dict(steps=S if S < num_sites else 0, order="confidence", remask_rounds=num_sites)
+  order = "confidence" if 1 < S < num_sites else "random"  # S = 1: the order is moot
+  base = dict(steps=S if S < num_sites else 0, order=order, remask_rounds=num_sites)
   out += [
     Sampler(**base),
     Sampler(**base, remask_order="confidence"),

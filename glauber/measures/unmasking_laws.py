@@ -146,7 +146,7 @@ def confidence(scores_WNC: np.ndarray) -> np.ndarray:
 
 
 def _joint(p_XKC: np.ndarray) -> np.ndarray:
-  """joint_X(C^K): Π_k p[x, k, a_k] over every a in lexicographic order."""
+  """joint_XH: Π_k p[x, k, a_k] over every configuration a (H = C^K, lexicographic)."""
   j = p_XKC[:, 0]
   for t in range(1, p_XKC.shape[1]):
     j = (j[:, :, None] * p_XKC[:, t][:, None, :]).reshape(len(j), -1)
@@ -163,7 +163,7 @@ def reveal(
   masked_WN = states_WN == c
   pattern_W = masked_WN @ (1 << np.arange(n))
   out = np.zeros(W)
-  configs_XK = np.indices((c,) * k).reshape(k, -1).T
+  configs_HK = np.indices((c,) * k).reshape(k, -1).T
   for pattern in np.unique(pattern_W[q_W > 0]):
     idx = np.flatnonzero((pattern_W == pattern) & (q_W > 0))
     M = [i for i in range(n) if pattern >> i & 1]
@@ -176,8 +176,8 @@ def reveal(
     elif order == "left_to_right":
       choices = [(tuple(M[:k]), np.ones(len(idx)))]
     elif order == "confidence":
-      conf_XM = conf_WN[idx][:, M]
-      top_XK = np.sort(np.asarray(M)[np.argsort(-conf_XM, axis=1, kind="stable")[:, :k]], axis=1)
+      conf_XN = conf_WN[idx][:, M]
+      top_XK = np.sort(np.asarray(M)[np.argsort(-conf_XN, axis=1, kind="stable")[:, :k]], axis=1)
       choices = [
         (tuple(A), (top_XK == A).all(1).astype(np.float64)) for A in np.unique(top_XK, axis=0)
       ]
@@ -189,10 +189,10 @@ def reveal(
       keep = w_X > 0
       if not keep.any():
         continue
-      joint_XY = _joint(cond_WNC[idx[keep]][:, A])
-      delta_Y = (configs_XK - c) @ w_N[A]
-      targets = idx[keep][:, None] + delta_Y[None]
-      out += np.bincount(targets.ravel(), (w_X[keep][:, None] * joint_XY).ravel(), minlength=W)
+      joint_XH = _joint(cond_WNC[idx[keep]][:, A])
+      delta_H = (configs_HK - c) @ w_N[A]
+      targets = idx[keep][:, None] + delta_H[None]
+      out += np.bincount(targets.ravel(), (w_X[keep][:, None] * joint_XH).ravel(), minlength=W)
   return out
 
 
