@@ -213,7 +213,7 @@ def main() -> None:
   for B in chain_counts:
     gemm = gemm_rates(B, L, D, F, VOCAB, a.repeats)
     start = unmasking.all_masked(spec, B)
-    start_t = torch.from_numpy(np.asarray(start.tokens_BL)).long()
+    start_t = torch.from_numpy(np.array(start.tokens_BL)).long()
     gen = torch.Generator().manual_seed(0)
     for name, s in samplers.items():
       counts = s.counts(N)
@@ -238,7 +238,7 @@ def main() -> None:
       )
     # The Glauber engine's row: n plain steps.
     full = chains.init_state(lay.sequences(np.random.default_rng(0).choice(cands_np, (B, N))))
-    full_t = torch.from_numpy(np.asarray(full.tokens_BL)).long()
+    full_t = torch.from_numpy(np.array(full.tokens_BL)).long()
     ours = best_seconds(
       lambda: jax.block_until_ready(
         chains.run(jax.random.key(0), ours_model, spec, full, 1, N)[0].tokens_BL
