@@ -18,8 +18,8 @@ engine's standard: <= 10%). The GEMM line times XLA's and PyTorch's float32 matm
 model's shapes ([B*L, 384] x [384, 384 | 1536], [B*L, 1536] x [1536, 384], [B, 384] x
 [384, 30522]), weights them by the FLOPs one forward pass spends in each, and prints the ratio
 of the two rates: the sequences/s ratio that matmul speed alone allows. Every timing is the
-fastest of --repeats calls after a warm-up (compile) call. --tiny: a 2 x 32 model, for the
-smoke test; --single_thread: both frameworks on one thread.
+fastest of --repeats calls after a warm-up (compile) call. --tiny: a 2 x 32 model with a
+2,048-token vocabulary, for the smoke test; --single_thread: both frameworks on one thread.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ SHAPES = {
   "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
 }
 VOCAB = 30522
+TINY_VOCAB = 2048
 
 
 def peak_rss_mb() -> float:
@@ -156,7 +157,9 @@ def main() -> None:
   p = argparse.ArgumentParser()
   p.add_argument("--chains", default="64,1024")
   p.add_argument("--repeats", type=int, default=2)
-  p.add_argument("--tiny", action="store_true", help="a 2 x 32 model and 8, 16 chains (smoke)")
+  p.add_argument(
+    "--tiny", action="store_true", help="a 2 x 32 model, vocab 2048, 8 and 16 chains (smoke)"
+  )
   p.add_argument(
     "--single_thread",
     action="store_true",
@@ -182,20 +185,21 @@ def main() -> None:
     torch.set_num_threads(1)
   shape = SHAPES["tiny" if a.tiny else "default"]
   chain_counts = [8, 16] if a.tiny else [int(c) for c in a.chains.split(",")]
+  V = TINY_VOCAB if a.tiny else VOCAB
   torch.manual_seed(0)
   with tempfile.TemporaryDirectory() as d:
     transformers.BertForMaskedLM(
-      transformers.BertConfig(vocab_size=VOCAB, max_position_embeddings=64, **shape)
+      transformers.BertConfig(vocab_size=V, max_position_embeddings=64, **shape)
     ).save_pretrained(d)
     ours_model = gm.load_model(d)
     theirs = transformers.BertForMaskedLM.from_pretrained(d).eval()
   lay = Layout(PREFIX, N, CLS, SEP, MASK)
-  cands_np = np.arange(999, VOCAB)
-  spec = chains.make_spec(cands_np, VOCAB, lay, 1.0)
+  cands_np = np.arange(999, V)
+  spec = chains.make_spec(cands_np, V, lay, 1.0)
   cands = torch.from_numpy(cands_np).long()
   L, D, F = lay.length, shape["hidden_size"], shape["intermediate_size"]
   print(
-    f"BERT {shape['num_hidden_layers']} x {D} (MLP {F}, vocab {VOCAB}, random weights), n = {N}, "
+    f"BERT {shape['num_hidden_layers']} x {D} (MLP {F}, vocab {V}, random weights), n = {N}, "
     f"L = {L}, float32, torch {torch.__version__} ({torch.get_num_threads()} threads), jax "
     f"{jax.__version__}"
   )
@@ -211,7 +215,7 @@ def main() -> None:
     f"{'sampler':<32} {'chains':>6} | {'ours seq/s':>10} {'torch seq/s':>11} {'ratio':>6} | {'overhead':>8}"
   )
   for B in chain_counts:
-    gemm = gemm_rates(B, L, D, F, VOCAB, a.repeats)
+    gemm = gemm_rates(B, L, D, F, V, a.repeats)
     start = unmasking.all_masked(spec, B)
     start_t = torch.from_numpy(np.array(start.tokens_BL)).long()
     gen = torch.Generator().manual_seed(0)

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,6 +63,7 @@ def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
   assert re.search(r"\| paper \| 5 \|( [\d.e-]+ \|){6} 0 \| 1 \|", out), out
 
 
+@pytest.mark.slow  # ~55 s of CPU: two frameworks imported, ~10 programs compiled
 def test_unmasking_tiny_prints_each_samplers_ratio_overhead_and_the_gemm_ceiling():
   out = run_benchmark("unmasking.py", "--tiny", "--repeats", "1", "--single_thread", timeout=600)
   for B in (8, 16):
