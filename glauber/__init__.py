@@ -5,6 +5,7 @@
   spec = make_spec(candidate_ids(tokenizer), model.config.vocab_size, lay, temperature)
   state, records = chains.run(key, model, spec, init_state(tokens_BL), R, record_every)
   state, records = rejection_free.run(key, model, spec, state, R, record_every)  # same law
+  state, records = unmasking.run(key, model, spec, unmasking.all_masked(spec, B), Sampler(...))
 
 The package has three layers; a layer imports only the layers above it in this list
 (tests/test_layering.py checks it):
@@ -14,9 +15,12 @@ The package has three layers; a layer imports only the layers above it in this l
   parallel kernels, Records), `rejection_free` (the exact jump-chain twin of plain Glauber, with a
   memo), `coupling` (maximally coupled pairs), `metropolis` (Metropolis-Hastings with a known
   stationary law), `recording` (trajectory chunks and checkpoints), `scoring` (every free site's
-  conditional in one forward pass, shared by the measurements);
+  conditional in one forward pass, shared by the measurements), `unmasking` (ancestral and
+  parallel unmasking, remasking, Glauber after: the masked-diffusion samplers);
 - `measures/`: paper A's measurements, a module per protocol (`rectangle`, `influence`,
-  `margins`, `drift`, `exact`, `traps`, `semantic_drift`, `topics`, `phase_diagram`, `basins`);
+  `margins`, `drift`, `exact`, `traps`, `semantic_drift`, `topics`, `phase_diagram`, `basins`,
+  `unmasking_laws`: the samplers' exact output laws, `generation`: what generated text looks
+  like);
 - `stages/` (the resumable stage runner; `stages.theory`: protocols 1-4, `stages.dynamics`:
   traps, semantic drift, coupling, basins, prefix attractors) and `mlm/` (building and scoring
   the default English MLM), used by `jobs/` (one per config family).
@@ -31,6 +35,10 @@ Shape letters (suffixes of array names, `tokens_BL`):
   R  records (snapshots every record_every steps)
   S  memo slots (recent states a rejection-free chain remembers)
   Z  states of an enumerated restricted chain, c^n of them (measures/exact.py)
+  W  its states with masks, (c+1)^n of them (measures/unmasking_laws.py)
+  Q  sites an unmasking step runs the MLM head at (unmasking.py)
+  A  sites an unmasking step draws at (reveals)
+  H  the c^k token configurations of k revealed sites (measures/unmasking_laws.py)
   D  hidden / embedding width
   T  temperatures of a grid
   G  groups (a context, a site i, a site j) of the influence protocol
@@ -70,6 +78,7 @@ _MODULES = (
   "rejection_free",
   "scoring",
   "stages",
+  "unmasking",
 )
 
 __all__ = sorted([*_API, *_MODULES])

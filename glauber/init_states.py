@@ -124,3 +124,19 @@ def _check(num_chains: int) -> int:
   if num_chains < 1:
     raise ValueError(f"num_chains must be >= 1, got {num_chains}")
   return int(num_chains)
+
+
+def candidate_tokens(tokenizer, words) -> np.ndarray:
+  """The token id of each word; a UserError names a word that is not one token."""
+  ids = []
+  for w in words:
+    pieces = tokenizer(w, add_special_tokens=False)["input_ids"]
+    if len(pieces) != 1:
+      raise UserError(
+        f"config.candidates: {w!r} is {len(pieces)} tokens "
+        f"({tokenizer.convert_ids_to_tokens(pieces)}) for this model; give one-token words"
+      )
+    ids.append(pieces[0])
+  if len(set(ids)) < len(ids):
+    raise UserError(f"config.candidates {tuple(words)} map to repeated token ids {ids}")
+  return np.asarray(ids, np.int32)

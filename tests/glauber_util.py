@@ -127,3 +127,21 @@ def device_run(mesh=None) -> dict[str, np.ndarray]:
     steps=np.asarray(b.steps_B),
     t=np.asarray(b.t),
   )
+
+
+def unmasking_config(splade_dir, minilm_dir):
+  """configs/glauber_unmasking.py at toy sizes on SPLADE-tiny: 3 samplers, one exact T."""
+  from configs.glauber_unmasking import get_config
+
+  c = get_config()
+  c.model, c.embedding_model = str(splade_dir), str(minilm_dir)
+  c.num_sites, c.num_chains, c.forward_rows = 4, 2, 8
+  c.samplers = ("ancestral confidence", "parallel 2 cosine random remask 0.5 confidence", "glauber")
+  c.trap_window, c.trap_record_every = 4, 2
+  c.candidates, c.exact_sites, c.exact_temperatures, c.exact_steps = (
+    ("the", "cat", "dog"),
+    2,
+    (1.0,),
+    (1,),
+  )
+  return c

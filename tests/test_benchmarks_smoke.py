@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,3 +61,19 @@ def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
     assert re.search(rf"\| {re.escape(name)} \| 5 \| [\d.]+ \| [\d.]+ \|", out), out
   # The paper row is the reference of the difference columns: 0 BLEU and speed 1 against itself.
   assert re.search(r"\| paper \| 5 \|( [\d.e-]+ \|){6} 0 \| 1 \|", out), out
+
+
+@pytest.mark.slow  # ~55 s of CPU: two frameworks imported, ~10 programs compiled
+def test_unmasking_tiny_prints_each_samplers_ratio_overhead_and_the_gemm_ceiling():
+  out = run_benchmark("unmasking.py", "--tiny", "--repeats", "1", "--single_thread", timeout=600)
+  for B in (8, 16):
+    for name in ("ancestral random", "ancestral confidence", "parallel S=4 cosine confidence"):
+      assert re.search(
+        rf"{re.escape(name)}\s+{B} \|\s+[\d.]+\s+[\d.]+\s+[\d.]+x \|\s+-?[\d.]+%", out
+      ), out
+    assert re.search(rf"glauber \(n steps\)\s+{B} \|", out), out
+    assert re.search(
+      rf"GEMM at the model's shapes, {B} chains: XLA [\d.]+ GF/s, PyTorch [\d.]+ GF/s: ceiling ratio ours/torch [\d.]+x",
+      out,
+    ), out
+  assert "peak RSS" in out

@@ -95,6 +95,7 @@ VALID = {
   ("topic_scorer", repr(NONSENSE)): "an NLI model id, looked up when the basins stage runs",
   ("attractors.prefixes", "('nonsense',)"): "any prefixes",
   ("prefix", repr(NONSENSE)): "any text",
+  ("prompt", repr(NONSENSE)): "any text (the unmasking job's prompt)",
   ("exclude_pattern", repr(NONSENSE)): "a regular expression",
   ("init_text", repr(NONSENSE)): "a starting text",
   ("init_text", "('nonsense',)"): "a list of starting texts",

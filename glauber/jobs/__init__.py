@@ -3,7 +3,8 @@
 sample.py: `sample` (chains, configs/glauber.py), `coupling` (configs/glauber_coupling.py),
 `mlm_eval` (configs/mlm_eval.py), `incompatibility` (paper A protocols 1-4,
 configs/glauber_incompatibility.py), `exact` (protocols 5-6, configs/glauber_exact.py), `study` (paper A in one command:
-part 1 and part 2, configs/glauber_study.py); train.py: `mlm_train` (configs/mlm_minilm.py, mlm_default.py).
+part 1 and part 2, configs/glauber_study.py), `unmasking` (unmasking samplers at matched compute
+and their exact laws, configs/glauber_unmasking.py); train.py: `mlm_train` (configs/mlm_minilm.py, mlm_default.py).
 Each job module has ENTRY_POINT, `validate(config)` (every key it reads, nothing loaded or
 written) and `run(config, workdir)`; they share code through the domain and `gmlm` only.
 """

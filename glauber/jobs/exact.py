@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from glauber import chains, init_states, metropolis, oracle, recording
+from glauber.init_states import candidate_tokens
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.measures import exact
@@ -75,22 +76,6 @@ def validate(config) -> None:
   checks.check_int(config, "check_records", lo=1)
   checks.check_int(config, "check_record_every", lo=1)
   checks.check_int(config, "seed", lo=0)
-
-
-def candidate_tokens(tokenizer, words) -> np.ndarray:
-  """The token id of each word; a UserError names a word that is not one token."""
-  ids = []
-  for w in words:
-    pieces = tokenizer(w, add_special_tokens=False)["input_ids"]
-    if len(pieces) != 1:
-      raise UserError(
-        f"config.candidates: {w!r} is {len(pieces)} tokens "
-        f"({tokenizer.convert_ids_to_tokens(pieces)}) for this model; give one-token words"
-      )
-    ids.append(pieces[0])
-  if len(set(ids)) < len(ids):
-    raise UserError(f"config.candidates {tuple(words)} map to repeated token ids {ids}")
-  return np.asarray(ids, np.int32)
 
 
 def run(config, workdir: str) -> dict:
