@@ -234,6 +234,57 @@ def _():
   return influence.group_influence, args, dict(temperatures=(0.5, 1.0))
 
 
+# ----------------------------------------------------------------------------- Unmasking
+
+
+def _unmasking(order: str, counts: tuple, remask: tuple, mesh=DATA):
+  """The whole sampler (glauber.unmasking._run): reveal steps by `counts` in `order`, then
+  remask rounds, 16 chains of the tiny MLM split over the mesh."""
+  from glauber import chains, unmasking
+
+  model, spec, _ = _glauber()
+  state = unmasking.all_masked(spec, 16)
+  n = spec.num_sites
+  state = chains.ChainState(
+    split(state.tokens_BL, mesh), split(state.steps_B, mesh), replicated(state.t, mesh)
+  )
+  plan = (unmasking._segments(counts, n, order), remask[0])
+  kwargs = dict(plan=plan, order=order, remask=(remask[1], remask[2]), record=False)
+  kwargs.update(sharding=None if mesh is None else _sharding(mesh, "data"))
+  args = (replicated(key(), mesh), replicated(model, mesh), spec, state)
+  return unmasking._run_jit, args, kwargs
+
+
+path(UNMASKING_PATHS, "unmasking: ancestral, random order (unmasking.run)", mesh=DATA)(
+  functools.partial(_unmasking, "random", (1, 1, 1, 1), (0, 1, "random"))
+)
+path(UNMASKING_PATHS, "unmasking: ancestral, confidence order (unmasking.run)", mesh=DATA)(
+  functools.partial(_unmasking, "confidence", (1, 1, 1, 1), (0, 1, "random"))
+)
+path(
+  UNMASKING_PATHS,
+  "unmasking: parallel S=2, left to right, then 2 confidence remask rounds (unmasking.run)",
+  mesh=DATA,
+)(functools.partial(_unmasking, "left_to_right", (2, 2), (2, 2, "confidence")))
+path(
+  UNMASKING_PATHS,
+  "unmasking: parallel S=2, random, then random remasking (unmasking.run)",
+  mesh=DATA,
+)(functools.partial(_unmasking, "random", (2, 2), (2, 1, "random")))
+
+
+@path(UNMASKING_PATHS, "unmasking: scores at every masked state (unmasking.masked_scores)")
+def _():
+  from glauber import unmasking
+
+  model, spec, _ = _glauber()
+  return (
+    jax.jit(unmasking.masked_scores),
+    (model, spec, unmasking.all_masked(spec, 8).tokens_BL),
+    {},
+  )
+
+
 # ----------------------------------------------------------------------------- Ising
 
 
