@@ -23,7 +23,9 @@ machine only.
 batch-1 outputs, SacreBLEU against the references), batch-1 p50 / p99 latency and batch-64
 throughput: per --nar run the PaDIR grid of speed.frontier_decoders (1 / 2 / 5 length
 candidates with the length prior x 1 / 2 / 4 passes, untrimmed and trimmed to a multiple of
-8); on --ar AR greedy, beam 5 and the same greedy decoder in eager PyTorch (padir.torch_ar);
+8; frozen candidates leave the work, refinement.RefineOptions.row_stop="compact", and a
+trimmed decode is one call, speed.OneCallTrimmed; --row-stop mask / --two-calls for the
+others); on --ar AR greedy, beam 5 and the same greedy decoder in eager PyTorch (padir.torch_ar);
 greedy on --deep-shallow. Prints the table with the Pareto-optimal rows (no other row has
 lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
 with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
@@ -210,7 +212,9 @@ def frontier(args) -> int:
   plan = []
   for family, name, model, tok, config in runs:
     if family == "PaDIR":
-      decoders = speed.frontier_decoders(lengths, passes, (0, args.trim), args.variant)
+      decoders = speed.frontier_decoders(
+        lengths, passes, (0, args.trim), args.variant, args.row_stop, not args.two_calls
+      )
     elif family == "AR":
       decoders = [speed.Decoder("greedy", "greedy"), speed.Decoder("beam5", "beam", beam_size=5)]
       plan.append(("PyTorch AR", name, model, tok, speed.Decoder("torch-greedy", "torch")))
@@ -292,6 +296,12 @@ def main(argv=None) -> int:
   parser.add_argument("--trim", type=int, default=8, help="--frontier: the trimmed rows' multiple")
   parser.add_argument("--variant", default="length-prior-reset", help="--frontier: PaDIR variant")
   parser.add_argument("--out", default=".", help="--frontier: where frontier.png / .json go")
+  parser.add_argument(
+    "--row-stop", default="compact", choices=refinement.ROW_STOPS, help="--frontier: PaDIR rows"
+  )
+  parser.add_argument(
+    "--two-calls", action="store_true", help="--frontier: trimmed PaDIR as speed.Trimmed"
+  )
   parser.add_argument(
     "--torch-threads", type=int, default=0, help="--frontier: PyTorch's threads (0: its default)"
   )

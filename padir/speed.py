@@ -50,6 +50,7 @@ class Decoder:
   options: refinement.RefineOptions = refinement.RefineOptions()
   beam_size: int = 5
   trim: int = 0
+  one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
 
   @property
   def hypotheses(self) -> int:
@@ -153,6 +154,31 @@ class Trimmed:
       jax.block_until_ready(f(inputs_BS, key, encoded))
 
 
+class OneCallTrimmed:
+  """Trimmed's decoding in ONE jitted call per batch: the encoder, the length choice and the
+  refinement at the width of the longest candidate rounded up to `multiple`, chosen inside the
+  call by a switch between the refinements compiled for each width (no host round trip
+  between the length choice and the passes, one dispatch). The same tokens as Trimmed's."""
+
+  def __init__(self, model, options, multiple: int, ar_model=None):
+    T = model.cfg.max_target_length
+    self.widths = sorted({refinement.trimmed_width(n, T, multiple) for n in range(1, T + 1)})
+    widths = jnp.asarray(self.widths)
+
+    def run(m, *rest):
+      a, (x, key) = (rest[0], rest[1:]) if ar_model is not None else (None, rest)
+      longest, encoded = refinement.longest_candidate(m, x, options)
+      branches = [
+        lambda w=w: _refine(m, x, key, options, a, width=w, encoded=encoded) for w in self.widths
+      ]
+      return jax.lax.switch(jnp.searchsorted(widths, longest), branches)
+
+    self._fn = pure_jit(run, *((model,) if ar_model is None else (model, ar_model)))
+
+  def __call__(self, inputs_BS, key):
+    return self._fn(inputs_BS, key)
+
+
 def decode_fn(
   model: model_lib.Transformer,
   decoder: Decoder,
@@ -164,6 +190,8 @@ def decode_fn(
   decoder.check(model)
   if decoder.kind == "padir":
     options = decoder.options
+    if decoder.trim and decoder.one_call:
+      return OneCallTrimmed(model, options, decoder.trim, ar_model)
     if decoder.trim:
       return Trimmed(model, options, decoder.trim, ar_model)
     if ar_model is None:
@@ -371,16 +399,20 @@ def frontier_decoders(
   passes: Sequence[int] = (1, 2, 4),
   trims: Sequence[int] = (0, 8),
   variant: str = "length-prior-reset",
+  row_stop: str = "compact",
+  one_call: bool = True,
 ) -> list[Decoder]:
   """The PaDIR grid of the BLEU-latency frontier (issue 30): every number of length
-  candidates x passes x trim, the named refinement variant (default: with the length prior)."""
-  extra = refinement.VARIANTS[variant]
+  candidates x passes x trim, the named refinement variant (default: with the length prior),
+  frozen candidates leaving the work (row_stop) and trimmed decoders in one call (one_call)."""
+  extra = {**refinement.VARIANTS[variant], "row_stop": row_stop}
   return [
     Decoder(
       f"padir-L{g}-S{s}" + (f"-trim{k}" if k else ""),
       "padir",
       refinement.RefineOptions(num_steps=s, num_lengths=g, **extra),
       trim=k,
+      one_call=one_call,
     )
     for g in lengths
     for s in passes
