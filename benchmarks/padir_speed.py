@@ -113,6 +113,7 @@ def frontier_plot(rows: list[dict], path: str) -> None:
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+  import matplotlib.ticker  # noqa: F401  (matplotlib.ticker below)
 
   fig, ax = plt.subplots(figsize=(9, 6))
   models = sorted({r["model"] for r in rows})
@@ -150,6 +151,8 @@ def frontier_plot(rows: list[dict], path: str) -> None:
       label="Pareto frontier",
     )
   ax.set_xscale("log")
+  ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+  ax.xaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
   ax.set_xlabel("p50 latency at batch 1 (ms, log scale)")
   ax.set_ylabel("BLEU")
   ax.set_title("BLEU against batch-1 latency (hollow PaDIR markers: trimmed)")
