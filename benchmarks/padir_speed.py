@@ -3,6 +3,9 @@
   python benchmarks/padir_speed.py --nar runs/padir_synthetic --ar runs/padir_synthetic_ar \
       [--deep-shallow runs/padir_synthetic_ar_deep_shallow] [--sentences 200] [--json OUT]
   python benchmarks/padir_speed.py --tiny          # random tiny models: a smoke run
+  python benchmarks/padir_speed.py --frontier --nar RUN [--nar RUN2 ...] --ar RUN \
+      [--deep-shallow RUN] [--sentences 200] [--out DIR]      # the BLEU-latency frontier
+  python benchmarks/padir_speed.py --frontier --tiny --out DIR   # its smoke run
 
 Decoders: PaDIR with 4 and 10 passes (5 length candidates) on the --nar model, PaDIR-4 trimmed
 (speed.Trimmed: each call decodes at its longest candidate length rounded up to a multiple of 8,
@@ -15,6 +18,18 @@ batch 64, the speedups over AR greedy (> 1: faster) and the peak memory. The iss
 encoder, one decoder pass over the candidates and the loop's passes (speed.breakdown), and
 gives the floor no stopping rule can beat: the encoder and two passes. Time it on a quiet
 machine only.
+
+--frontier (issue 30): on the same test sources, in one process, every decoder's BLEU (its
+batch-1 outputs, SacreBLEU against the references), batch-1 p50 / p99 latency and batch-64
+throughput: per --nar run the PaDIR grid of speed.frontier_decoders (1 / 2 / 5 length
+candidates with the length prior x 1 / 2 / 4 passes, untrimmed and trimmed to a multiple of
+8; frozen candidates leave the work, refinement.RefineOptions.row_stop="compact", and a
+trimmed decode is one call, speed.OneCallTrimmed; --row-stop mask / --two-calls for the
+others); on --ar AR greedy, beam 5 and the same greedy decoder in eager PyTorch (padir.torch_ar);
+greedy on --deep-shallow. Prints the table with the Pareto-optimal rows (no other row has
+lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
+with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
+marker per model family, the frontier drawn) and DIR/frontier.json.
 """
 
 from __future__ import annotations
@@ -31,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from flax import nnx  # noqa: E402
 
 from gmlm.runs import markdown_table  # noqa: E402
-from padir import data, evaluate, refinement, restore, speed  # noqa: E402
+from padir import data, evaluate, metrics, refinement, restore, speed  # noqa: E402
 from padir import model as model_lib  # noqa: E402
 from padir import tokenizer as tok_lib  # noqa: E402
 
@@ -76,12 +91,227 @@ def test_sources(workdir: str, tok: tok_lib.Tokenizer, config, n: int) -> np.nda
   return evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), d.max_source_length)
 
 
+class TinyTokenizer:
+  """A stand-in tokenizer for the tiny models: ids as words, up to the first EOS / PAD."""
+
+  def decode(self, ids) -> str:
+    out = []
+    for i in np.asarray(ids).tolist():
+      if i in (tok_lib.EOS_ID, tok_lib.PAD_ID):
+        break
+      out.append(str(i))
+    return " ".join(out)
+
+
+FAMILY_MARKERS = {"PaDIR": "o", "AR": "s", "deep-shallow AR": "^", "PyTorch AR": "x"}
+
+
+def frontier_plot(rows: list[dict], path: str) -> None:
+  """BLEU against p50 latency (log x): one marker per model family, one colour per model,
+  the Pareto frontier as a step line through the optimal rows."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  import matplotlib.ticker  # noqa: F401  (matplotlib.ticker below)
+
+  fig, ax = plt.subplots(figsize=(9, 6))
+  models = sorted({r["model"] for r in rows})
+  colours = {m: f"C{i}" for i, m in enumerate(models)}
+  seen = set()
+  for r in rows:
+    label = f"{r['family']}: {r['model']}"
+    ax.scatter(
+      r["p50_ms"],
+      r["bleu"],
+      marker=FAMILY_MARKERS.get(r["family"], "o"),
+      color=colours[r["model"]],
+      facecolors="none" if r.get("trim") else None,
+      s=60,
+      label=None if label in seen else label,
+    )
+    seen.add(label)
+    if r["pareto"]:
+      ax.annotate(
+        r["decoder"],
+        (r["p50_ms"], r["bleu"]),
+        fontsize=7,
+        xytext=(4, -8),
+        textcoords="offset points",
+      )
+  best = sorted((r for r in rows if r["pareto"]), key=lambda r: r["p50_ms"])
+  if best:
+    ax.step(
+      [r["p50_ms"] for r in best],
+      [r["bleu"] for r in best],
+      where="post",
+      color="k",
+      lw=1,
+      alpha=0.6,
+      label="Pareto frontier",
+    )
+  ax.set_xscale("log")
+  ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+  ax.xaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+  ax.set_xlabel("p50 latency at batch 1 (ms, log scale)")
+  ax.set_ylabel("BLEU")
+  ax.set_title("BLEU against batch-1 latency (hollow PaDIR markers: trimmed)")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=7, loc="lower right")
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+FRONTIER_HEADER = [
+  "",
+  "family",
+  "model",
+  "decoder",
+  "BLEU",
+  "p50 ms",
+  "p99 ms",
+  "sent/s @64",
+  "passes",
+  "p50 vs AR greedy",
+  "p99 vs AR greedy",
+]
+
+
+def frontier(args) -> int:
+  """The --frontier mode (module docstring)."""
+  if args.tiny:
+    tiny = tiny_models()
+    runs = [("PaDIR", "tiny-nar", tiny["nar"], TinyTokenizer(), None)]
+    runs += [("AR", "tiny-ar", tiny["ar"], TinyTokenizer(), None)]
+    runs += [("deep-shallow AR", "tiny-deep-shallow", tiny["deep_shallow"], TinyTokenizer(), None)]
+    sources = tiny_sources(args.sentences or 4, tiny["nar"])
+    references = [TinyTokenizer().decode(row) for row in sources]
+    target_lang = "en"
+    throughput_batch = 1
+  else:
+    if not (args.nar and args.ar):
+      print("error: --frontier needs --nar RUN (one or more) and --ar RUN; fix: name them")
+      return 2
+    runs = []
+    for family, workdirs in (
+      ("PaDIR", args.nar),
+      ("AR", [args.ar]),
+      ("deep-shallow AR", [args.deep_shallow] if args.deep_shallow else []),
+    ):
+      for workdir in workdirs:
+        model, tok, config = restore.load_model(workdir)
+        runs.append((family, os.path.basename(os.path.normpath(workdir)), model, tok, config))
+    config = runs[0][4]
+    d = config.data
+    pairs = data.read_split(d.corpus_dir, "test", d.source_lang, d.target_lang)[
+      : args.sentences or 200
+    ]
+    references = [t for _, t in pairs]
+    target_lang = d.target_lang
+    throughput_batch = speed.THROUGHPUT_BATCH
+  lengths = tuple(int(x) for x in args.lengths.split(","))
+  passes = tuple(int(x) for x in args.passes.split(","))
+  plan = []
+  for family, name, model, tok, config in runs:
+    if family == "PaDIR":
+      decoders = speed.frontier_decoders(
+        lengths, passes, (0, args.trim), args.variant, args.row_stop, not args.two_calls
+      )
+    elif family == "AR":
+      decoders = [speed.Decoder("greedy", "greedy"), speed.Decoder("beam5", "beam", beam_size=5)]
+      plan.append(("PyTorch AR", name, model, tok, speed.Decoder("torch-greedy", "torch")))
+      if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    else:
+      decoders = [speed.Decoder("greedy", "greedy")]
+    plan += [(family, name, model, tok, dec) for dec in decoders]
+  rows = []
+  for family, name, model, tok, decoder in plan:
+    S = model.cfg.max_source_length
+    if args.tiny:
+      src = np.pad(sources, ((0, 0), (0, max(S - sources.shape[1], 0))))[:, :S]
+    else:
+      src = evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
+    r = speed.measure(model, decoder, src, throughput_batch=throughput_batch, keep_tokens=True)
+    hyps = [tok.decode(row) for row in r.pop("tokens")]
+    bleu = metrics.bleu(hyps, references, target_lang).score
+    rows.append(
+      {
+        **r,
+        "family": family,
+        "model": name,
+        "decoder": decoder.name,
+        "bleu": bleu,
+        "trim": decoder.trim,
+      }
+    )
+    print(
+      f"measured {family} {name} {decoder.name}: BLEU {bleu:.2f}, p50 {r['p50_ms']:.2f} ms",
+      flush=True,
+    )
+  marks = speed.pareto([(r["p50_ms"], r["bleu"]) for r in rows])
+  base = next(r for r in rows if r["family"] == "AR" and r["decoder"] == "greedy")
+  for r, m in zip(rows, marks):
+    r["pareto"] = m
+  table = [
+    [
+      "*" if r["pareto"] else "",
+      r["family"],
+      r["model"],
+      r["decoder"],
+      r["bleu"],
+      r["p50_ms"],
+      r["p99_ms"],
+      r["throughput"],
+      r["passes"],
+      base["p50_ms"] / r["p50_ms"],
+      base["p99_ms"] / r["p99_ms"],
+    ]
+    for r in rows
+  ]
+  print(markdown_table(FRONTIER_HEADER, table, digits=3))
+  print("(*: Pareto-optimal in p50 latency and BLEU; 'vs AR greedy' > 1: faster than AR greedy)")
+  d_models = sorted({m.cfg.d_model for _, _, m, _, _ in runs})
+  shapes = [(1, d, d) for d in d_models] + [(64, d, d) for d in d_models]
+  shapes += [(64 * 28, d, d) for d in d_models] + [(512, 512, 512)]
+  gemm = speed.gemm_rates(shapes, reps=3 if args.tiny else 20)
+  for g in gemm:
+    print(
+      f"GEMM [{g['m']}x{g['k']}] x [{g['k']}x{g['n']}]: XLA {g['xla']:.1f} GF/s, PyTorch "
+      f"{g['torch']:.1f} GF/s, ceiling XLA/PyTorch {g['ratio']:.2f}x"
+    )
+  os.makedirs(args.out, exist_ok=True)
+  frontier_plot(rows, os.path.join(args.out, "frontier.png"))
+  with open(os.path.join(args.out, "frontier.json"), "w", encoding="utf-8") as f:
+    json.dump({"rows": rows, "gemm": gemm, "sentences": len(references)}, f, indent=2)
+  print(f"wrote {os.path.join(args.out, 'frontier.png')} and frontier.json")
+  return 0
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--nar", help="PaDIR run directory")
+  parser.add_argument("--frontier", action="store_true", help="the BLEU-latency frontier")
+  parser.add_argument("--lengths", default="1,2,5", help="--frontier: PaDIR length candidates")
+  parser.add_argument("--passes", default="1,2,4", help="--frontier: PaDIR passes at most")
+  parser.add_argument("--trim", type=int, default=8, help="--frontier: the trimmed rows' multiple")
+  parser.add_argument("--variant", default="length-prior-reset", help="--frontier: PaDIR variant")
+  parser.add_argument("--out", default=".", help="--frontier: where frontier.png / .json go")
+  parser.add_argument(
+    "--row-stop", default="compact", choices=refinement.ROW_STOPS, help="--frontier: PaDIR rows"
+  )
+  parser.add_argument(
+    "--two-calls", action="store_true", help="--frontier: trimmed PaDIR as speed.Trimmed"
+  )
+  parser.add_argument(
+    "--torch-threads", type=int, default=0, help="--frontier: PyTorch's threads (0: its default)"
+  )
+  parser.add_argument("--nar", action="append", help="PaDIR run directory (--frontier: several)")
   parser.add_argument("--ar", help="AR run directory")
   parser.add_argument("--deep-shallow", help="deep-encoder / 1-layer-decoder AR run directory")
-  parser.add_argument("--sentences", type=int, default=200)
+  parser.add_argument("--sentences", type=int, help="test sources (default 200; --tiny: 4)")
   parser.add_argument(
     "--tiny",
     action="store_true",
@@ -89,6 +319,10 @@ def main(argv=None) -> int:
   )
   parser.add_argument("--json", help="also write the results there")
   args = parser.parse_args(argv)
+  if args.frontier:
+    return frontier(args)
+  if args.nar:
+    args.nar = args.nar[0]
 
   if args.tiny:
     models = tiny_models()
@@ -104,7 +338,7 @@ def main(argv=None) -> int:
         model, tok, config = restore.load_model(workdir)
         models[name] = model
         if name == "nar":
-          sources = test_sources(workdir, tok, config, args.sentences)
+          sources = test_sources(workdir, tok, config, args.sentences or 200)
     throughput_batch = speed.THROUGHPUT_BATCH
 
   plan = [(d, "nar") for d in speed.standard_decoders()[:2]]

@@ -52,4 +52,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.rerank = "none"  # "ar": rerank candidates by an AR model's log-probability
   config.rerank_checkpoint = ""  # the AR run for rerank="ar" (same vocabulary)
   config.length_prior = False  # add the length predictor's log p(n | x) to each score
+  # "compact": passes decode the candidates still changing only (same tokens; ~4-8% less CPU
+  # time at batch 64 on the synthetic model, measured beside other work); "mask": all of them
+  config.row_stop = "compact"
   return config

@@ -129,27 +129,50 @@ class Attention(nnx.Module):
   def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
     return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK)
 
+  # Layouts (issue 30): every projection is a plain [rows, D] x [D, N H] product whose output
+  # keeps the rows first ("...NH"); asking XLA for heads before positions in the product's output
+  # made it copy the transposed D x D weight on every call, inside every decoding loop's body.
+  # Keys are stored transposed (k_BNHK: the scores' contraction dimension before the keys) and
+  # values as v_BNKH, so the two attention products read them as they lie.
+
+  def project(self, x_xD: Array, param: nnx.Param) -> Array:
+    """x [..., D] -> [..., N, H] through a [D, N, H] weight."""
+    return jnp.einsum("...D,DNH->...NH", x_xD.astype(self.dtype), self.w(param))
+
   def keys(self, k_BKD: Array) -> Array:
-    """Projected keys k_BNKH, heads before positions (the layout a KV cache is read in)."""
-    return jnp.einsum("BKD,DNH->BNKH", k_BKD.astype(self.dtype), self.w(self.w_k_DNH))
+    """Projected keys, transposed: k_BNHK (the layout a KV cache is kept in)."""
+    return jnp.transpose(self.project(k_BKD, self.w_k_DNH), (0, 2, 3, 1))
 
   def values(self, v_BKD: Array) -> Array:
-    return jnp.einsum("BKD,DNH->BNKH", v_BKD.astype(self.dtype), self.w(self.w_v_DNH))
+    """Projected values v_BNKH (the layout a KV cache is kept in)."""
+    return jnp.transpose(self.project(v_BKD, self.w_v_DNH), (0, 2, 1, 3))
 
-  def attend(self, q_BQD: Array, k_BNKH: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
+  def attend(self, q_BQD: Array, k_BNHK: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
     """Attention over already projected keys and values (a KV cache holds those); the scores
     and their softmax in float32."""
-    q_BQNH = jnp.einsum("BQD,DNH->BQNH", q_BQD.astype(self.dtype), self.w(self.w_q_DNH))
+    q_BQNH = self.project(q_BQD, self.w_q_DNH)
     logits_BNQK = jnp.einsum(
-      "BQNH,BNKH->BNQK", q_BQNH, k_BNKH, preferred_element_type=jnp.float32
+      "BQNH,BNHK->BNQK", q_BQNH, k_BNHK, preferred_element_type=jnp.float32
     ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
     probs_BNQK = jax.nn.softmax(logits_BNQK, axis=-1)
     if self.sow_weights:
       self.sow(nnx.Intermediate, "weights_BNQK", probs_BNQK)
     probs_BNQK = self.dropout(probs_BNQK).astype(self.dtype)
-    out_BQNH = jnp.einsum("BNQK,BNKH->BQNH", probs_BNQK, v_BNKH)
-    return jnp.einsum("BQNH,NHD->BQD", out_BQNH, self.w(self.w_o_NHD))
+    out_BNQH = jnp.einsum("BNQK,BNKH->BNQH", probs_BNQK, v_BNKH)
+    return self.output(jnp.transpose(out_BNQH, (0, 2, 1, 3)))
+
+  def attend_one(self, q_MNH: Array, k_MNHK: Array, v_MNKH: Array, mask_MK: Array) -> Array:
+    """attend() for one query position per row, the query already projected: [M, N, H]."""
+    logits_MNK = jnp.einsum(
+      "MNH,MNHK->MNK", q_MNH, k_MNHK, preferred_element_type=jnp.float32
+    ) / jnp.sqrt(jnp.float32(q_MNH.shape[-1]))
+    probs_MNK = jax.nn.softmax(jnp.where(mask_MK[:, None], logits_MNK, NEG_INF), axis=-1)
+    return jnp.einsum("MNK,MNKH->MNH", probs_MNK.astype(self.dtype), v_MNKH)
+
+  def output(self, out_xNH: Array) -> Array:
+    """[..., N, H] -> [..., D]: the heads' outputs through w_o."""
+    return jnp.einsum("...NH,NHD->...D", out_xNH, self.w(self.w_o_NHD))
 
 
 class FeedForward(nnx.Module):
@@ -195,21 +218,26 @@ class EncoderLayer(nnx.Module):
 @struct.dataclass
 class LayerPrefix:
   """A decoder layer's projections of the decoded prefix (position t written at step t): what a
-  beam search reorders with its beams."""
+  beam search reorders with its beams. Keys transposed (heads, head dimension, positions), values
+  positions before the head dimension: the layouts the attention products read directly."""
 
-  self_k_MNTH: Array
+  self_k_MNHT: Array
   self_v_MNTH: Array
   pos_v_MNTH: Array | None = None  # None without positional attention
 
 
 @struct.dataclass
 class LayerFixed:
-  """A decoder layer's projections that do not depend on the prefix: cross-attention keys and
-  values of the encoder states (projected once) and the positional-attention keys."""
+  """A decoder layer's arrays that do not depend on the prefix: cross-attention keys and values
+  of the encoder states (projected once; project_encoder fills these two only) and, for the
+  KV-cached step (init_cache), the self-attention's query / key / value weights side by side
+  ([D, 3 N H], one product per step) and the positional attention's weights of every query
+  position over the positions up to it (they depend on positions only: computed once)."""
 
-  cross_k_MNSH: Array
+  cross_k_MNHS: Array
   cross_v_MNSH: Array
-  pos_k_NTH: Array | None = None  # None without positional attention
+  self_qkv_DX: Array | None = None
+  pos_probs_TNT: Array | None = None  # None without positional attention
 
 
 @struct.dataclass
@@ -219,7 +247,7 @@ class KVCache:
 
   prefix: tuple[LayerPrefix, ...]
   fixed: tuple[LayerFixed, ...]
-  enc_mask_M1S: Array
+  enc_mask_MS: Array
 
 
 class DecoderLayer(nnx.Module):
@@ -260,51 +288,41 @@ class DecoderLayer(nnx.Module):
       cross_BTD = self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS)
     else:
       cross_BTD = self.cross_attention.attend(
-        h_BTD, fixed.cross_k_MNSH, fixed.cross_v_MNSH, mask_BTS
+        h_BTD, fixed.cross_k_MNHS, fixed.cross_v_MNSH, mask_BTS
       )
     x_BTD = x_BTD + self.dropout(cross_BTD)
     return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
 
   def step(
-    self,
-    x_M1D: Array,
-    pos_1D: Array,
-    t: Array,
-    prefix: LayerPrefix,
-    fixed: LayerFixed,
-    enc_mask_M1S: Array,
+    self, x_MD: Array, t: Array, prefix: LayerPrefix, fixed: LayerFixed, enc_mask_MS: Array
   ) -> tuple[Array, LayerPrefix]:
     """The causal (ar) layer at position t alone, given the projections of positions < t in
-    `prefix`; returns the output and the prefix cache with position t written. Equals
-    __call__ at position t with the causal mask."""
-    M, _, T, _ = prefix.self_k_MNTH.shape
-    put = lambda c_MNTH, new_MN1H: jax.lax.dynamic_update_slice_in_dim(c_MNTH, new_MN1H, t, 2)
-    seen_T = jnp.arange(T) <= t
-    h_M1D = self.norm_self(x_M1D)
+    `prefix` and init_cache's `fixed`; returns the output and the prefix cache with position t
+    written. Equals __call__ at position t with the causal mask."""
+    M, N, H, T = prefix.self_k_MNHT.shape
+    seen_MT = jnp.broadcast_to(jnp.arange(T)[None] <= t, (M, T))
+    att = self.self_attention
+    qkv_MX = self.norm_self(x_MD).astype(att.dtype) @ fixed.self_qkv_DX
+    q_MNH, k_MNH, v_MNH = (a.reshape(M, N, H) for a in jnp.split(qkv_MX, 3, axis=-1))
     prefix = prefix.replace(
-      self_k_MNTH=put(prefix.self_k_MNTH, self.self_attention.keys(h_M1D)),
-      self_v_MNTH=put(prefix.self_v_MNTH, self.self_attention.values(h_M1D)),
+      self_k_MNHT=jax.lax.dynamic_update_slice_in_dim(prefix.self_k_MNHT, k_MNH[..., None], t, 3),
+      self_v_MNTH=jax.lax.dynamic_update_slice_in_dim(prefix.self_v_MNTH, v_MNH[:, :, None], t, 2),
     )
-    x_M1D = x_M1D + self.self_attention.attend(
-      h_M1D, prefix.self_k_MNTH, prefix.self_v_MNTH, jnp.broadcast_to(seen_T[None, None], (M, 1, T))
-    )
+    x_MD = x_MD + att.output(att.attend_one(q_MNH, prefix.self_k_MNHT, prefix.self_v_MNTH, seen_MT))
     if self.positional_attention is not None:
-      # Queries and keys come from positions only: the weights are the same for every prefix.
+      # Queries and keys come from positions only: the weights are init_cache's, for every row.
       att = self.positional_attention
-      h_M1D = self.norm_positional(x_M1D)
-      prefix = prefix.replace(pos_v_MNTH=put(prefix.pos_v_MNTH, att.values(h_M1D)))
-      q_NH = jnp.einsum("D,DNH->NH", pos_1D[0].astype(att.dtype), att.w(att.w_q_DNH))
-      logits_NT = jnp.einsum(
-        "NH,NTH->NT", q_NH, fixed.pos_k_NTH, preferred_element_type=jnp.float32
-      ) / jnp.sqrt(jnp.float32(q_NH.shape[-1]))
-      probs_NT = jax.nn.softmax(jnp.where(seen_T[None], logits_NT, NEG_INF), axis=-1)
-      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT.astype(att.dtype), prefix.pos_v_MNTH)
-      x_M1D = x_M1D + jnp.einsum("MNH,NHD->MD", out_MNH, att.w(att.w_o_NHD))[:, None]
-    h_M1D = self.norm_cross(x_M1D)
-    x_M1D = x_M1D + self.cross_attention.attend(
-      h_M1D, fixed.cross_k_MNSH, fixed.cross_v_MNSH, enc_mask_M1S
-    )
-    return x_M1D + self.ffn(self.norm_ffn(x_M1D)), prefix
+      v_MNH = att.project(self.norm_positional(x_MD), att.w_v_DNH)
+      pos_v_MNTH = jax.lax.dynamic_update_slice_in_dim(prefix.pos_v_MNTH, v_MNH[:, :, None], t, 2)
+      prefix = prefix.replace(pos_v_MNTH=pos_v_MNTH)
+      probs_NT = jax.lax.dynamic_index_in_dim(fixed.pos_probs_TNT, t, 0, keepdims=False)
+      out_MNH = jnp.einsum("NT,MNTH->MNH", probs_NT.astype(att.dtype), pos_v_MNTH)
+      x_MD = x_MD + att.output(out_MNH)
+    att = self.cross_attention
+    q_MNH = att.project(self.norm_cross(x_MD), att.w_q_DNH)
+    out_MNH = att.attend_one(q_MNH, fixed.cross_k_MNHS, fixed.cross_v_MNSH, enc_mask_MS)
+    x_MD = x_MD + att.output(out_MNH)
+    return x_MD + self.ffn(self.norm_ffn(x_MD)), prefix
 
 
 class Transformer(nnx.Module):
@@ -398,7 +416,7 @@ class Transformer(nnx.Module):
     positional keys left None): projected once, read by every decoder pass or step."""
     return tuple(
       LayerFixed(
-        cross_k_MNSH=layer.cross_attention.keys(enc_MSD),
+        cross_k_MNHS=layer.cross_attention.keys(enc_MSD),
         cross_v_MNSH=layer.cross_attention.values(enc_MSD),
       )
       for layer in self.decoder_layers
@@ -423,39 +441,52 @@ class Transformer(nnx.Module):
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
 
   def init_cache(self, enc_MSD: Array, enc_mask_MS: Array, max_len: int) -> KVCache:
-    """The decoding state of decode_step for M prefixes of at most max_len tokens."""
+    """The decoding state of decode_step for M prefixes of at most max_len tokens. Everything
+    a step reads that does not depend on the prefix is arranged here, once, outside the
+    decoding loop (a loop body recomputes whatever it is given to compute)."""
     if self.cfg.decoder != "ar":
       raise ValueError("a KV cache needs a model with decoder='ar'")
     M, N, H = enc_MSD.shape[0], self.cfg.num_heads, self.cfg.head_dim
-    zeros_MNTH = jnp.zeros((M, N, max_len, H), enc_MSD.dtype)
+    dtype = self.cfg.compute_dtype
+    zeros_MNTH = jnp.zeros((M, N, max_len, H), dtype)
+    zeros_MNHT = jnp.zeros((M, N, H, max_len), dtype)
     pos_TD = self.target_pos_TD[...][:max_len]
+    causal_TT = jnp.tril(jnp.ones((max_len, max_len), bool))
     prefix, fixed = [], []
     for layer, cross in zip(self.decoder_layers, self.project_encoder(enc_MSD)):
-      positional = layer.positional_attention is not None
+      sa, pa = layer.self_attention, layer.positional_attention
+      qkv_DX = jnp.concatenate(
+        [sa.w(w).reshape(w.shape[0], -1) for w in (sa.w_q_DNH, sa.w_k_DNH, sa.w_v_DNH)], axis=1
+      )
+      pos_probs_TNT = None
+      if pa is not None:
+        logits_TNT = jnp.einsum(
+          "QNH,KNH->QNK",
+          pa.project(pos_TD, pa.w_q_DNH),
+          pa.project(pos_TD, pa.w_k_DNH),
+          preferred_element_type=jnp.float32,
+        ) / jnp.sqrt(jnp.float32(H))
+        pos_probs_TNT = jax.nn.softmax(jnp.where(causal_TT[:, None], logits_TNT, NEG_INF), -1)
       prefix.append(
         LayerPrefix(
-          self_k_MNTH=zeros_MNTH,
+          self_k_MNHT=zeros_MNHT,
           self_v_MNTH=zeros_MNTH,
-          pos_v_MNTH=zeros_MNTH if positional else None,
+          pos_v_MNTH=zeros_MNTH if pa is not None else None,
         )
       )
-      fixed.append(
-        cross.replace(
-          pos_k_NTH=layer.positional_attention.keys(pos_TD[None])[0] if positional else None
-        )
-      )
-    return KVCache(prefix=tuple(prefix), fixed=tuple(fixed), enc_mask_M1S=enc_mask_MS[:, None, :])
+      fixed.append(cross.replace(self_qkv_DX=qkv_DX, pos_probs_TNT=pos_probs_TNT))
+    return KVCache(prefix=tuple(prefix), fixed=tuple(fixed), enc_mask_MS=enc_mask_MS)
 
   def decode_step(self, token_M: Array, t: Array, cache: KVCache) -> tuple[Array, KVCache]:
     """Logits [M, V] for position t given its input token (BOS at t=0, else the token at t-1)
     and the cache of positions < t: decode()'s row t for a causal decoder, in O(t) work."""
     pos_1D = jax.lax.dynamic_slice_in_dim(self.target_pos_TD[...], t, 1)
-    x_M1D = self._embed(token_M[:, None], pos_1D)
+    x_MD = self._embed(token_M[:, None], pos_1D)[:, 0]
     prefix = []
     for layer, p, f in zip(self.decoder_layers, cache.prefix, cache.fixed):
-      x_M1D, p = layer.step(x_M1D, pos_1D, t, p, f, cache.enc_mask_M1S)
+      x_MD, p = layer.step(x_MD, t, p, f, cache.enc_mask_MS)
       prefix.append(p)
-    logits_MV = self._logits(self.decoder_norm(x_M1D)[:, 0])[:, : self.cfg.vocab_size]
+    logits_MV = self._logits(self.decoder_norm(x_MD))[:, : self.cfg.vocab_size]
     return logits_MV, cache.replace(prefix=tuple(prefix))
 
 

@@ -19,7 +19,11 @@ then resets some positions i to the noise token X(0)_i (or [MASK]):
 X(t+1) = Y with the resets. A row whose X(t+1) = X(t) is at a fixed point (early_stop): it is
 frozen (with the Mask-Predict schedule only once no re-noising is left; with stutter="mask"
 when the prediction before its resets equals X(t), as before), and the loop ends when every
-row is. Freezing is per row, so a row's result does not depend on its batch.
+row is. Freezing is per row, so a row's result does not depend on its batch. A frozen row
+still costs its share of each later pass (row_stop="mask": computed, its result discarded)
+unless row_stop="compact": each pass then decodes the live rows only, gathered into the
+smallest of M, M/2, M/4, M/8 rows (rounded up) that holds them (a switch between the
+compiled row counts: on a CPU a pass costs in proportion to its rows).
 
 Output. Positions dropped after the loop: drop="initial" (the reference) every position still
 equal to its noise token X(0)_i, which includes a correct token that happens to equal its noise
@@ -68,6 +72,7 @@ DROPS = ("initial", "reset", "none")
 SCORES = ("sum", "mean")
 REMASKS = ("none", "confidence")
 RERANKS = ("none", "ar")
+ROW_STOPS = ("mask", "compact")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,10 @@ class RefineOptions:
   top_p: float = 1.0  # nucleus truncation (1 = off)
   rerank: Literal["none", "ar"] = "none"  # "ar": needs refine(..., ar_model=) (not in it)
   length_prior: bool = False  # add log p(n | x) of the candidate's length n (not in it)
+  # Frozen rows (early_stop) in later passes: "mask" computes them and keeps their old values;
+  # "compact" gathers the live rows into the smallest of a few row counts (M, M/2, M/4, M/8,
+  # rounded up) that holds them and decodes those only (not in it). The same tokens.
+  row_stop: Literal["mask", "compact"] = "mask"
 
   def __post_init__(self):
     for name, allowed in (
@@ -101,6 +110,7 @@ class RefineOptions:
       ("score", SCORES),
       ("remask", REMASKS),
       ("rerank", RERANKS),
+      ("row_stop", ROW_STOPS),
     ):
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -341,24 +351,55 @@ def refine(
     noise_MT = jnp.full((M, T), tokenizer_lib.MASK_ID)
   x0_MT = jnp.where(inside_MT, noise_MT[:, :W], tokenizer_lib.PAD_ID).astype(jnp.int32)
   enc_mask_MS = jnp.repeat(enc_mask_BS, G, axis=0)
+  take = lambda a_M_, rows_R: a_M_ if rows_R is None else a_M_[rows_R]
   if options.cache_cross:
     fixed = jax.tree.map(lambda a: jnp.repeat(a, G, 0), model.project_encoder(enc_BSD))
-    decoder = lambda x_MT: model.decode(x_MT, None, enc_mask_MS, fixed=fixed)
+    decoder = lambda x_RT, rows_R: model.decode(
+      x_RT, None, take(enc_mask_MS, rows_R), fixed=jax.tree.map(lambda a: take(a, rows_R), fixed)
+    )
   else:
     enc_MSD = jnp.repeat(enc_BSD, G, axis=0)
-    decoder = lambda x_MT: model.decode(x_MT, enc_MSD, enc_mask_MS)
+    decoder = lambda x_RT, rows_R: model.decode(
+      x_RT, take(enc_MSD, rows_R), take(enc_mask_MS, rows_R)
+    )
+
+  def predict_rows(s: RefineState, rows_R: Array | None) -> tuple[Array, Array]:
+    """The pass's prediction and its log-probabilities for the rows rows_R (R of the M; None:
+    all, in order)."""
+    logits_RTV = losses.ban_never_predicted(decoder(take(s.x_MT, rows_R), rows_R)[..., :V])
+    logp_RTV = jax.nn.log_softmax(logits_RTV, -1)
+    if options.temperature == 0.0:
+      pred_RT = jnp.argmax(logits_RTV, -1)
+    else:
+      tempered_RTV = draws.temper(logits_RTV, options.temperature, options.top_k, options.top_p)
+      step_keys_R = jax.vmap(lambda k: jax.random.fold_in(k, s.t))(take(keys_M2[:, 1], rows_R))
+      pred_RT = jax.vmap(draws.categorical)(step_keys_R, tempered_RTV)
+    pred_RT = jnp.where(take(inside_MT, rows_R), pred_RT, tokenizer_lib.PAD_ID).astype(jnp.int32)
+    return pred_RT, jnp.take_along_axis(logp_RTV, pred_RT[..., None], -1)[..., 0]
+
+  # Row counts a compacting pass may run at: the smallest that holds the live rows is used.
+  sizes = sorted({-(-M // 2**k) for k in range(4)}) if options.row_stop == "compact" else [M]
 
   def predict(s: RefineState) -> tuple[Array, Array]:
-    logits_MTV = losses.ban_never_predicted(decoder(s.x_MT)[..., :V])
-    logp_MTV = jax.nn.log_softmax(logits_MTV, -1)
-    if options.temperature == 0.0:
-      pred_MT = jnp.argmax(logits_MTV, -1)
-    else:
-      tempered_MTV = draws.temper(logits_MTV, options.temperature, options.top_k, options.top_p)
-      step_keys_M = jax.vmap(lambda k: jax.random.fold_in(k, s.t))(keys_M2[:, 1])
-      pred_MT = jax.vmap(draws.categorical)(step_keys_M, tempered_MTV)
-    pred_MT = jnp.where(inside_MT, pred_MT, tokenizer_lib.PAD_ID).astype(jnp.int32)
-    return pred_MT, jnp.take_along_axis(logp_MTV, pred_MT[..., None], -1)[..., 0]
+    """[M, W] prediction and log-probabilities; with row_stop="compact" only the live rows
+    (and enough frozen ones to fill the row count) are decoded, the other rows' values are
+    zeros that the caller discards (a frozen row keeps its state)."""
+    if len(sizes) == 1:
+      return predict_rows(s, None)
+    order_M = jnp.argsort(s.frozen_M, stable=True)  # live rows first
+
+    def at_size(R):
+      def branch(s):
+        rows_R = order_M[:R]
+        pred_RT, logp_RT = predict_rows(s, rows_R)
+        pred_MT = jnp.zeros((M, W), jnp.int32).at[rows_R].set(pred_RT)
+        return pred_MT, jnp.zeros((M, W), jnp.float32).at[rows_R].set(logp_RT)
+
+      return branch
+
+    live = jnp.sum(~s.frozen_M)
+    index = jnp.searchsorted(jnp.asarray(sizes), live)  # the first size >= live
+    return jax.lax.switch(index, [at_size(R) for R in sizes], s)
 
   def body(s: RefineState) -> RefineState:
     pred_MT, logp_MT = predict(s)

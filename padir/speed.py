@@ -40,7 +40,8 @@ THROUGHPUT_BATCH = 64
 @dataclasses.dataclass(frozen=True)
 class Decoder:
   """One decoding method: kind "padir" (padir.refinement with `options`, default the paper's),
-  "greedy" or "beam" (AR models, beam_size beams). PaDIR with trim = k > 0 decodes each batch at
+  "greedy" or "beam" (AR models, beam_size beams), or "torch" (AR greedy in eager PyTorch on
+  the same weights: padir.torch_ar, a reference for the JAX decoders' speed). PaDIR with trim = k > 0 decodes each batch at
   the width of its longest candidate rounded up to a multiple of k (`Trimmed`), not at
   max_target_length: the same tokens for less work."""
 
@@ -49,6 +50,7 @@ class Decoder:
   options: refinement.RefineOptions = refinement.RefineOptions()
   beam_size: int = 5
   trim: int = 0
+  one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
 
   @property
   def hypotheses(self) -> int:
@@ -57,8 +59,10 @@ class Decoder:
 
   def check(self, model: model_lib.Transformer) -> None:
     wanted = "nar" if self.kind == "padir" else "ar"
-    if self.kind not in ("padir", "greedy", "beam"):
-      raise ValueError(f"{self.name}: kind must be 'padir', 'greedy' or 'beam', got {self.kind!r}")
+    if self.kind not in ("padir", "greedy", "beam", "torch"):
+      raise ValueError(
+        f"{self.name}: kind must be 'padir', 'greedy', 'beam' or 'torch', got {self.kind!r}"
+      )
     if model.cfg.decoder != wanted:
       raise ValueError(
         f"{self.name}: a {self.kind} decoder needs a model with decoder={wanted!r}, "
@@ -88,14 +92,23 @@ def pure_jit(fn: Callable, *models: nnx.Module) -> Callable:
   """fn(*models, *args) jitted with the models split ONCE into (graph, state): a call passes
   the state arrays only. nnx.jit instead walks and splits the module graph on every call, which
   costs ~7.6 ms per call for the synthetic task's 1.6M-parameter model on this CPU (2026-11-23),
-  more than the whole AR greedy decode; latency at batch 1 must not include it."""
+  more than the whole AR greedy decode; latency at batch 1 must not include it. The arrays go
+  in as a plain list read from the state's Variables at each call (so the function follows
+  later updates of the model's parameters): jit flattens a list in microseconds, an
+  nnx.State in a fraction of a millisecond (issue 30)."""
   graphdefs, states = zip(*(nnx.split(m) for m in models)) if models else ((), ())
+  is_var = lambda x: isinstance(x, nnx.Variable)
+  variables = [jax.tree.leaves(s, is_leaf=is_var) for s in states]
+  treedefs = [jax.tree.structure(s) for s in states]
+  if any(len(v) != td.num_leaves for v, td in zip(variables, treedefs)):
+    raise ValueError("pure_jit: a model Variable holds other than one array")
 
   @jax.jit
-  def run(states, *args):
+  def run(arrays, *args):
+    states = [jax.tree.unflatten(td, a) for td, a in zip(treedefs, arrays)]
     return fn(*(nnx.merge(g, s) for g, s in zip(graphdefs, states)), *args)
 
-  return lambda *args: run(states, *args)
+  return lambda *args: run([[v.get_raw_value() for v in vs] for vs in variables], *args)
 
 
 class Trimmed:
@@ -141,6 +154,31 @@ class Trimmed:
       jax.block_until_ready(f(inputs_BS, key, encoded))
 
 
+class OneCallTrimmed:
+  """Trimmed's decoding in ONE jitted call per batch: the encoder, the length choice and the
+  refinement at the width of the longest candidate rounded up to `multiple`, chosen inside the
+  call by a switch between the refinements compiled for each width (no host round trip
+  between the length choice and the passes, one dispatch). The same tokens as Trimmed's."""
+
+  def __init__(self, model, options, multiple: int, ar_model=None):
+    T = model.cfg.max_target_length
+    self.widths = sorted({refinement.trimmed_width(n, T, multiple) for n in range(1, T + 1)})
+    widths = jnp.asarray(self.widths)
+
+    def run(m, *rest):
+      a, (x, key) = (rest[0], rest[1:]) if ar_model is not None else (None, rest)
+      longest, encoded = refinement.longest_candidate(m, x, options)
+      branches = [
+        lambda w=w: _refine(m, x, key, options, a, width=w, encoded=encoded) for w in self.widths
+      ]
+      return jax.lax.switch(jnp.searchsorted(widths, longest), branches)
+
+    self._fn = pure_jit(run, *((model,) if ar_model is None else (model, ar_model)))
+
+  def __call__(self, inputs_BS, key):
+    return self._fn(inputs_BS, key)
+
+
 def decode_fn(
   model: model_lib.Transformer,
   decoder: Decoder,
@@ -152,6 +190,8 @@ def decode_fn(
   decoder.check(model)
   if decoder.kind == "padir":
     options = decoder.options
+    if decoder.trim and decoder.one_call:
+      return OneCallTrimmed(model, options, decoder.trim, ar_model)
     if decoder.trim:
       return Trimmed(model, options, decoder.trim, ar_model)
     if ar_model is None:
@@ -159,6 +199,16 @@ def decode_fn(
     return pure_jit(lambda m, a, x, key: _refine(m, x, key, options, a), model, ar_model)
   if decoder.kind == "greedy":
     return pure_jit(lambda m, x, key: _greedy(m, x), model)
+  if decoder.kind == "torch":
+    from padir import torch_ar
+
+    greedy = torch_ar.TorchGreedy(model)
+
+    def torch_fn(inputs_BS, key):
+      tokens_BT = greedy(np.asarray(inputs_BS))
+      return tokens_BT, int((tokens_BT != tokenizer_lib.PAD_ID).sum(1).max())
+
+    return torch_fn
   beam_size = decoder.beam_size
   return pure_jit(lambda m, x, key: _beam(m, x, beam_size), model)
 
@@ -187,20 +237,24 @@ def measure(
   throughput_batch: int = THROUGHPUT_BATCH,
   throughput_batches: int = 2,
   ar_model: model_lib.Transformer | None = None,
+  keep_tokens: bool = False,
 ) -> dict[str, Any]:
   """The module docstring's figures for one decoder on encoded sources [N, max_source_length]
   (EOS-terminated, PAD-padded; the first N rows are timed one by one, and full batches of
   throughput_batch rows are cycled from them for the throughput). ar_model: PaDIR's AR
-  reranker (options.rerank="ar"), its time included."""
+  reranker (options.rerank="ar"), its time included. keep_tokens: also return the batch-1
+  outputs ("tokens", [N, T] numpy), e.g. to score them."""
   fn = decode_fn(model, decoder, ar_model)
   key = jax.random.key(seed)
   warm = getattr(fn, "warm", lambda *args: fn(*args))  # Trimmed: every width
   compile_s, _ = _timed(warm, jnp.asarray(sources_PS[:1]), key)
-  times, passes = [], []
+  times, passes, outputs = [], [], []
   for n in range(len(sources_PS)):
-    t, (_, steps) = _timed(fn, jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n))
+    t, (tokens, steps) = _timed(fn, jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n))
     times.append(t)
     passes.append(float(steps))
+    if keep_tokens:
+      outputs.append(np.asarray(tokens)[0])
   rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
   batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
   batch_compile_s = _timed(warm, batches[0], key)[0] if throughput_batch > 1 else 0.0
@@ -217,6 +271,7 @@ def measure(
     "passes": float(np.mean(passes)),
     "throughput": throughput_batch * throughput_batches / total,
     **peak_memory(),
+    **({"tokens": np.stack(outputs)} if keep_tokens else {}),
   }
 
 
@@ -337,3 +392,72 @@ def standard_decoders(passes: Sequence[int] = (4, 10)) -> list[Decoder]:
     Decoder("ar-greedy", "greedy"),
     Decoder("ar-beam5", "beam", beam_size=5),
   ]
+
+
+def frontier_decoders(
+  lengths: Sequence[int] = (1, 2, 5),
+  passes: Sequence[int] = (1, 2, 4),
+  trims: Sequence[int] = (0, 8),
+  variant: str = "length-prior-reset",
+  row_stop: str = "compact",
+  one_call: bool = True,
+) -> list[Decoder]:
+  """The PaDIR grid of the BLEU-latency frontier (issue 30): every number of length
+  candidates x passes x trim, the named refinement variant (default: with the length prior),
+  frozen candidates leaving the work (row_stop) and trimmed decoders in one call (one_call)."""
+  extra = {**refinement.VARIANTS[variant], "row_stop": row_stop}
+  return [
+    Decoder(
+      f"padir-L{g}-S{s}" + (f"-trim{k}" if k else ""),
+      "padir",
+      refinement.RefineOptions(num_steps=s, num_lengths=g, **extra),
+      trim=k,
+      one_call=one_call,
+    )
+    for g in lengths
+    for s in passes
+    for k in trims
+  ]
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
+  """For (cost, quality) points (e.g. p50 ms, BLEU): whether each is Pareto-optimal, i.e. no
+  other point is at most as costly and at least as good, and strictly better in one of the
+  two. Equal points are all optimal (neither dominates the other)."""
+  return [
+    not any(
+      (c2 <= c and q2 >= q) and (c2 < c or q2 > q) for j, (c2, q2) in enumerate(points) if j != i
+    )
+    for i, (c, q) in enumerate(points)
+  ]
+
+
+def gemm_rates(
+  shapes: Sequence[tuple[int, int, int]], reps: int = 20, threads: int | None = None
+) -> list[dict[str, float]]:
+  """GF/s of a float32 product [m, k] x [k, n] under XLA (jitted jnp.dot) and in PyTorch
+  (torch.mm), the best of `reps` timed calls each, per (m, k, n): the ceiling the two
+  libraries' matrix multiply sets on a JAX / PyTorch decoder's speed ratio at these shapes
+  ("ratio" = XLA / PyTorch)."""
+  import torch
+
+  if threads:
+    torch.set_num_threads(threads)
+  rng = np.random.default_rng(0)
+  dot = jax.jit(jnp.dot)
+  out = []
+  for m, k, n in shapes:
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    aj, bj = jnp.asarray(a), jnp.asarray(b)
+    at, bt = torch.from_numpy(a), torch.from_numpy(b)
+    rates = {}
+    for name, fn in (
+      ("xla", lambda: dot(aj, bj).block_until_ready()),
+      ("torch", lambda: torch.mm(at, bt)),
+    ):
+      fn()
+      best = min(_timed(fn)[0] for _ in range(reps))
+      rates[name] = 2 * m * k * n / best / 1e9
+    out.append({"m": m, "k": k, "n": n, **rates, "ratio": rates["xla"] / rates["torch"]})
+  return out

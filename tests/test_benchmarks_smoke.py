@@ -55,6 +55,38 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   ), out
 
 
+def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_path):
+  out = run_benchmark(
+    "padir_speed.py",
+    "--frontier",
+    "--tiny",
+    "--lengths",
+    "1,2",
+    "--passes",
+    "1,2",
+    "--out",
+    str(tmp_path),
+    "--torch-threads",
+    "1",
+    timeout=900,
+  )
+  for family, decoder in (
+    ("PaDIR", "padir-L1-S1"),
+    ("PaDIR", "padir-L2-S2-trim8"),
+    ("AR", "greedy"),
+    ("AR", "beam5"),
+    ("PyTorch AR", "torch-greedy"),
+    ("deep-shallow AR", "greedy"),
+  ):
+    assert re.search(
+      rf"\| \*? ?\| {re.escape(family)} \| tiny-\S+ \| {decoder} \| [\d.]+ \|", out
+    ), out
+  assert out.count("| * |") >= 1  # at least one Pareto-optimal row
+  assert re.search(r"GEMM \[512x512\] x \[512x512\]: XLA [\d.]+ GF/s, PyTorch [\d.]+ GF/s", out)
+  assert (tmp_path / "frontier.png").stat().st_size > 10_000
+  assert (tmp_path / "frontier.json").is_file()
+
+
 def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
   out = run_benchmark("padir_options.py", "--tiny", timeout=600)
   for name in ("paper", "drop=reset", "rerank=ar"):

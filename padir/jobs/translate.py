@@ -116,6 +116,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check_bool(config, "cache_cross")
   _check_bool(config, "length_prior")
   checks.check_choice(config, "remask", refinement.REMASKS)
+  checks.check_choice(config, "row_stop", refinement.ROW_STOPS)
   checks.check_float(config, "temperature", lo=0, inf_ok=True)
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)

@@ -103,3 +103,49 @@ def test_breakdown_counts_the_loop_passes_and_times_its_parts():
   assert one["floor_ms"] == pytest.approx(one["encoder_ms"] + 2 * one["pass_ms"])
   assert one["model_ms"] == pytest.approx(one["encoder_ms"] + one["steps"] * one["pass_ms"])
   assert 1 <= one["passes"] <= one["steps"] <= options.num_steps
+
+
+def test_pareto_marks_exactly_the_non_dominated_rows():
+  """A hand-made (p50 ms, BLEU) table: dominated rows are those some other row beats in one
+  coordinate without losing in the other; ties are kept (neither dominates)."""
+  table = [
+    (10.0, 99.0),  # 0: optimal (the best BLEU)
+    (5.0, 98.0),  # 1: optimal
+    (6.0, 98.0),  # 2: dominated by 1 (slower, same BLEU)
+    (5.0, 97.0),  # 3: dominated by 1 (as fast, lower BLEU)
+    (2.0, 90.0),  # 4: optimal (the fastest)
+    (20.0, 99.0),  # 5: dominated by 0
+    (3.0, 95.0),  # 6: optimal
+    (3.0, 95.0),  # 7: equal to 6: optimal too
+    (4.0, 94.0),  # 8: dominated by 6
+  ]
+  assert speed.pareto(table) == [True, True, False, False, True, False, True, True, False]
+  assert speed.pareto([]) == [] and speed.pareto([(1.0, 2.0)]) == [True]
+
+
+def test_frontier_grid_names_each_decoder_once_with_its_options():
+  grid = speed.frontier_decoders((1, 5), (1, 4), (0, 8))
+  assert len({d.name for d in grid}) == len(grid) == 8
+  d = next(d for d in grid if d.name == "padir-L5-S4-trim8")
+  assert (d.options.num_lengths, d.options.num_steps, d.trim) == (5, 4, 8)
+  assert d.options.length_prior and d.options.drop == "reset"
+
+
+def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
+  """speed.OneCallTrimmed (length choice and refinement in one jitted call, the width chosen by
+  a switch inside it) against the full-width decoder, with and without the AR reranker."""
+  nar, ar = _short_lengths_model(longest=5), padir_util.tiny_model("ar", max_target_length=12)
+  inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
+  for options in (
+    refinement.RefineOptions(num_lengths=3, **refinement.VARIANTS["length-prior-reset"]),
+    refinement.RefineOptions(num_lengths=2, rerank="ar", row_stop="compact"),
+  ):
+    a = ar if options.rerank == "ar" else None
+    full = speed.decode_fn(nar, speed.Decoder("f", "padir", options), a)
+    one = speed.decode_fn(nar, speed.Decoder("o", "padir", options, trim=2, one_call=True), a)
+    assert isinstance(one, speed.OneCallTrimmed) and one.widths == [2, 4, 6, 8, 10, 12]
+    for rows in (inputs, inputs[1:2]):
+      key = jax.random.key(5)
+      (t_full, p_full), (t_one, p_one) = full(rows, key), one(rows, key)
+      np.testing.assert_array_equal(np.asarray(t_one), np.asarray(t_full))
+      assert float(p_one) == float(p_full)

@@ -5,7 +5,12 @@ shallow one at about equal parameters)."""
 
 import json
 
-from configs import padir_synthetic, padir_synthetic_ar, padir_synthetic_ar_deep_shallow
+from configs import (
+  padir_synthetic,
+  padir_synthetic_ar,
+  padir_synthetic_ar_deep_shallow,
+  padir_synthetic_deep_shallow,
+)
 from padir import data, synthetic
 from padir import model as model_lib
 
@@ -63,3 +68,23 @@ def test_the_synthetic_configs_size_the_models():
     counts[name] = model_lib.abstract_param_count(cfg)
   assert padir_synthetic_ar_deep_shallow.get_config().model.num_decoder_layers == 1
   assert abs(counts["deep_shallow"] / counts["ar"] - 1) < 0.05, counts
+
+
+def test_the_deep_shallow_padir_config_matches_the_3_plus_3_padir_in_parameters():
+  """6 + 1 layers against 3 + 3, both PaDIR (positional attention in the decoder): within 5%,
+  and the closed form of the config header (encoder layer 4 D^2 + 2 D F, decoder layer
+  12 D^2 + 2 D F, biases and norms aside) says the same."""
+  c = padir_synthetic.get_config()
+  counts = {}
+  for name, module in (("base", padir_synthetic), ("deep_shallow", padir_synthetic_deep_shallow)):
+    config = module.get_config()
+    assert config.model.decoder == "nar"
+    cfg = model_lib.ModelConfig.from_run_config(config, c.data.vocab_size)
+    counts[name] = model_lib.abstract_param_count(cfg)
+  m = padir_synthetic_deep_shallow.get_config().model
+  assert (m.num_encoder_layers, m.num_decoder_layers) == (6, 1)
+  assert abs(counts["deep_shallow"] / counts["base"] - 1) < 0.05, counts
+  D, F = c.model.d_model, c.model.d_ff
+  enc, dec = 4 * D * D + 2 * D * F, 12 * D * D + 2 * D * F
+  closed = (6 * enc + dec) - (3 * enc + 3 * dec)
+  assert abs((counts["deep_shallow"] - counts["base"]) - closed) < 0.01 * counts["base"], counts
