@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,3 +61,14 @@ def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
     assert re.search(rf"\| {re.escape(name)} \| 5 \| [\d.]+ \| [\d.]+ \|", out), out
   # The paper row is the reference of the difference columns: 0 BLEU and speed 1 against itself.
   assert re.search(r"\| paper \| 5 \|( [\d.e-]+ \|){6} 0 \| 1 \|", out), out
+
+
+@pytest.mark.slow  # six tiny trainings, each with its own compilations
+def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_of_peak():
+  out = run_benchmark("padir_training.py", "--tiny", timeout=900)
+  assert re.search(r"matmul peak: [\d.]+ GFLOP/s", out), out
+  for name in ("paper", "offset", "glancing", "warm start", "recipe"):
+    assert re.search(rf"\| {name} \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+% \| [\d.]+ \|", out), out
+  assert re.search(r"\| paper \| .* \| 1\.00x \| \+0\.00 \|", out), out
+  assert re.search(r"ratio vs paper  glancing\s+time \d+\.\d+x", out), out
+  assert "peak RSS" in out
