@@ -134,6 +134,29 @@ def test_absolute_lengths_stay_the_default_parameter_tree_and_loss():
   np.testing.assert_array_equal(model.length_logits(enc), model.length_logits(enc, mask))
 
 
+def test_test_set_length_accuracy_counts_the_argmax_against_the_reference_token_lengths():
+  from padir import evaluate
+
+  class WordTokenizer:  # one id per word
+    def encode(self, text):
+      return [7] * len(text.split())
+
+  M, T, S = 3, 8, 8
+  model = _tiny(max_length_offset=M, T=T, S=S)
+  _set_length_head(model, [0, 0, 0, 0, 3.0, 0, 0])  # offset +1: one token longer than the source
+  sources = ["a b", "a b c", "a", "a b c d e f g h i j"]  # 3, 4, 2 and (truncated) 8 tokens
+  references = ["x y z", "x", "x y z w", "x y z w v u t s r"]  # 4, 2, 5, 10 -> 8 tokens
+  got = evaluate.length_accuracy(model, WordTokenizer(), sources, references, batch_size=3)
+  predicted, wanted = np.array([4, 5, 3, 8]), np.array([4, 2, 5, 8])  # source + 1, clipped to T
+  error = np.abs(predicted - wanted)
+  assert got == {
+    "exact": (error == 0).mean(),
+    "within1": (error <= 1).mean(),
+    "within2": (error <= 2).mean(),
+    "sentences": 4,
+  }
+
+
 # ----------------------------------------------------------------------------- glancing
 
 
