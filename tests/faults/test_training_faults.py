@@ -45,14 +45,19 @@ def padir_straight(toy_corpus, tmp_path_factory):
 )
 def test_padir_training_killed_resumes_to_the_uninterrupted_run(padir_straight, tmp_path, fault):
   config, straight = padir_straight
-  workdir = tmp_path / "run"
+  assert_training_resumes(config, tmp_path / "run", straight, fault)
+
+
+def assert_training_resumes(config, workdir, straight, fault: str, step: int = 6) -> None:
+  """A training run killed at `fault`, then rerun, equals the uninterrupted run `straight`:
+  metrics.jsonl line by line, the parameters and optimizer state of checkpoint `step` bitwise."""
   killed(config, workdir, "train.py", fault)
   cli.run(config, str(workdir), "train.py")
   assert_same_metrics(workdir, straight)
   for item in ("params", "optimizer"):
     assert_same_trees(
-      checkpoint_item(workdir / "checkpoints", 6, item),
-      checkpoint_item(straight / "checkpoints", 6, item),
+      checkpoint_item(workdir / "checkpoints", step, item),
+      checkpoint_item(straight / "checkpoints", step, item),
       item,
     )
 
