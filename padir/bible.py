@@ -1,6 +1,6 @@
 """An offline English-Spanish parallel corpus: the KJV and Reina-Valera 1909 Bibles, verse-aligned.
 
-    python -m padir.bible --out DIR [--cache DIR/cache]
+    python -m padir.bible --out DIR [--cache DIR/cache] [--direction en-es | es-en]
 
 downloads the Debian packages `sword-text-kjv` and `sword-text-sparv` with `apt-get download`
 (no root needed), unpacks them with `dpkg -x`, reads both SWORD modules with `pysword`, aligns
@@ -8,6 +8,9 @@ them by verse reference (book, chapter, verse) and writes
 
     DIR/train.tsv  DIR/valid.tsv  DIR/test.tsv    one `english<TAB>spanish` pair per line
     DIR/manifest.json                             counts, dropped references, split rule
+
+(`--direction es-en`: `spanish<TAB>english`, the same verses in the same splits; the .deb files
+of an en-es corpus can be reused with --cache data/bible_en_es/cache.)
 
 The split of a verse is a pure function of its reference (a SHA-256 hash), so it never depends
 on the order of reading, on the machine or on the pysword version. Both texts are public domain.
@@ -33,6 +36,7 @@ DEB_PACKAGES = ("sword-text-kjv", "sword-text-sparv")
 ENGLISH_MODULE = "engKJV2006eb"
 SPANISH_MODULE = "spaRV1909eb"
 SPLITS = ("train", "valid", "test")
+DIRECTIONS = ("en-es", "es-en")  # source-target
 # A verse goes to test if hash % 1000 < 20, to valid if < 40, else to train (2% / 2% / 96%).
 TEST_PER_MILLE = 20
 VALID_PER_MILLE = 20
@@ -166,20 +170,46 @@ def write_tsv(path: str, pairs: Iterable[tuple[str, str]]) -> int:
   return n
 
 
-def prepare(out_dir: str, cache_dir: str | None = None, books: Sequence[str] | None = None) -> dict:
-  """Fetches, aligns and writes the corpus; returns the manifest (also written to out_dir)."""
+def direction_of(source_lang: str, target_lang: str) -> str:
+  """ "en-es" or "es-en" for a config's data.source_lang / target_lang; CorpusPreparationError for
+  another pair (the Bible corpus has these two languages only)."""
+  direction = f"{source_lang}-{target_lang}"
+  if direction not in DIRECTIONS:
+    raise CorpusPreparationError(
+      f"the Bible corpus translates en-es or es-en, not {direction}: set config.data.source_lang"
+      " / target_lang to en / es or es / en (or data.prepare_bible=False for another corpus)"
+    )
+  return direction
+
+
+def prepare(
+  out_dir: str,
+  cache_dir: str | None = None,
+  books: Sequence[str] | None = None,
+  direction: str = "en-es",
+) -> dict:
+  """Fetches, aligns and writes the corpus (source first: English with direction "en-es",
+  Spanish with "es-en"); returns the manifest (also written to out_dir)."""
+  if direction not in DIRECTIONS:
+    raise CorpusPreparationError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
   cache_dir = cache_dir or os.path.join(out_dir, "cache")
   sword_root = fetch_sword_modules(cache_dir)
   corpus = align(
     read_module(sword_root, ENGLISH_MODULE, books), read_module(sword_root, SPANISH_MODULE, books)
   )
   os.makedirs(out_dir, exist_ok=True)
+  flip = direction == "es-en"
   counts = {
-    split: write_tsv(os.path.join(out_dir, f"{split}.tsv"), corpus.pairs[split]) for split in SPLITS
+    split: write_tsv(
+      os.path.join(out_dir, f"{split}.tsv"),
+      [(es, en) for en, es in corpus.pairs[split]] if flip else corpus.pairs[split],
+    )
+    for split in SPLITS
   }
+  source, target = direction.split("-")
   manifest = {
-    "source_language": "en",
-    "target_language": "es",
+    "source_language": source,
+    "target_language": target,
     "modules": [ENGLISH_MODULE, SPANISH_MODULE],
     "packages": list(DEB_PACKAGES),
     "counts": counts,
@@ -194,21 +224,26 @@ def prepare(out_dir: str, cache_dir: str | None = None, books: Sequence[str] | N
   return manifest
 
 
-def prepare_if_missing(corpus_dir: str) -> None:
-  """prepare(corpus_dir) unless corpus_dir already holds train.tsv (a run config's
-  data.prepare_bible: the first training run fetches the corpus)."""
+def prepare_if_missing(corpus_dir: str, source_lang: str = "en", target_lang: str = "es") -> None:
+  """prepare(corpus_dir) in the direction source_lang-target_lang unless corpus_dir already
+  holds train.tsv (a run config's data.prepare_bible: the first training run fetches the
+  corpus)."""
   if not os.path.isfile(os.path.join(corpus_dir, "train.tsv")):
-    logging.info("preparing the KJV / Reina-Valera corpus in %s", corpus_dir)
-    prepare(corpus_dir)
+    direction = direction_of(source_lang, target_lang)
+    logging.info("preparing the KJV / Reina-Valera corpus (%s) in %s", direction, corpus_dir)
+    prepare(corpus_dir, direction=direction)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, help="directory for train/valid/test.tsv")
   parser.add_argument("--cache", default=None, help="where the .deb files go (default OUT/cache)")
+  parser.add_argument(
+    "--direction", default="en-es", choices=DIRECTIONS, help="source-target (default en-es)"
+  )
   args = parser.parse_args(argv)
   try:
-    manifest = prepare(args.out, args.cache)
+    manifest = prepare(args.out, args.cache, direction=args.direction)
   except CorpusPreparationError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1

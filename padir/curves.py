@@ -6,6 +6,14 @@
 One figure, three panels over the training step: training loss (token cross-entropy, plus the
 length loss for PaDIR), validation token loss, validation BLEU; one line per run. Training
 (padir.training.fit) writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
+
+    python -m padir.curves --minutes runs/padir_bible_en_es_ar runs/padir_bible_en_es_recipe         --out runs/padir_bible_en_es_minutes.png
+
+`--minutes`: validation BLEU against the runs' wall-clock minutes instead (issue 26: a recipe
+must learn at AR's pace in time, not in steps), with the length accuracy (exact and within 2
+tokens) beside it for PaDIR runs. The minutes of a step are the sum of the logged intervals up
+to it (each log_every / steps_per_second): the training steps, the compilations and the
+evaluations as they ran, a resumed run's restart included; not the time between legs.
 """
 
 from __future__ import annotations
@@ -44,6 +52,63 @@ def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
   return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
 
 
+def wall_clock_minutes(train: Sequence[dict[str, Any]]) -> dict[int, float]:
+  """{step: minutes since the run started} at each training record (read_metrics' first list),
+  summing the logged intervals: (step - previous step) / steps_per_second."""
+  out, total, previous = {}, 0.0, 0
+  for r in train:
+    total += (r["step"] - previous) / r["steps_per_second"] / 60.0
+    out[r["step"]] = total
+    previous = r["step"]
+  return out
+
+
+def bleu_by_minutes(workdir: str) -> list[tuple[float, float]]:
+  """(wall-clock minutes, validation BLEU) of each evaluation of a run that translated."""
+  train, evals = read_metrics(workdir)
+  minutes = wall_clock_minutes(train)
+  return [
+    (minutes[r["step"]], r["valid_bleu"])
+    for r in evals
+    if "valid_bleu" in r and r["step"] in minutes
+  ]
+
+
+def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
+  """Validation BLEU and length accuracy (exact, within 2) against wall-clock minutes."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  labels = list(labels or [os.path.basename(os.path.normpath(w)) for w in workdirs])
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+  for workdir, label in zip(workdirs, labels):
+    points = bleu_by_minutes(workdir)
+    axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
+    train, evals = read_metrics(workdir)
+    minutes = wall_clock_minutes(train)
+    ev = [r for r in evals if "valid_length_accuracy" in r and r["step"] in minutes]
+    if ev:
+      x = [minutes[r["step"]] for r in ev]
+      line = axes[1].plot(x, [r["valid_length_accuracy"] for r in ev], "o-", label=f"{label} exact")
+      if "valid_length_within2" in ev[0]:
+        axes[1].plot(
+          x,
+          [r["valid_length_within2"] for r in ev],
+          "s--",
+          color=line[0].get_color(),
+          label=f"{label} within 2",
+        )
+  for ax, title in zip(axes, ("validation BLEU", "validation length accuracy")):
+    ax.set_title(title)
+    ax.set_xlabel("wall-clock minutes")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
 def figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
   """The three panels, one line per run directory."""
   import matplotlib
@@ -69,10 +134,15 @@ def figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
   return fig
 
 
-def plot(workdirs: Sequence[str], out_path: str, labels: Sequence[str] | None = None) -> str:
+def plot(
+  workdirs: Sequence[str],
+  out_path: str,
+  labels: Sequence[str] | None = None,
+  minutes: bool = False,
+) -> str:
   import matplotlib.pyplot as plt
 
-  fig = figure(workdirs, labels)
+  fig = (minutes_figure if minutes else figure)(workdirs, labels)
   fig.savefig(out_path, dpi=100)
   plt.close(fig)
   return out_path
@@ -91,6 +161,8 @@ def report(workdir: str) -> str:
       "valid_stage1_accuracy",
       "valid_stage2_accuracy",
       "valid_length_accuracy",
+      "valid_length_within1",
+      "valid_length_within2",
       "valid_bleu",
       "valid_stutter",
     )
@@ -134,8 +206,9 @@ def main() -> None:
   p.add_argument("workdirs", nargs="+")
   p.add_argument("--out", default="curves.png")
   p.add_argument("--reports", action="store_true", help="also write each run's report.md")
+  p.add_argument("--minutes", action="store_true", help="BLEU against wall-clock minutes")
   a = p.parse_args()
-  print(plot(a.workdirs, a.out))
+  print(plot(a.workdirs, a.out, minutes=a.minutes))
   for w in a.workdirs:
     if a.reports:
       write_report(RunDir(w))

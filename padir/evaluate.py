@@ -97,6 +97,38 @@ def translate(
   return out
 
 
+@nnx.jit
+def _predicted_lengths(model, inputs_BS):
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  return jnp.argmax(model.length_logits(enc_BSD, enc_mask_BS), -1)
+
+
+def length_accuracy(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  references: Sequence[str],
+  batch_size: int = 32,
+) -> dict[str, float]:
+  """How often the length predictor's argmax (an absolute length, also with length offsets) is
+  the reference's token length (EOS included, at most max_target_length): exact, within 1 and
+  within 2 tokens; and the sentences counted."""
+  T = model.cfg.max_target_length
+  want = np.array([min(len(tok.encode(r)) + 1, T) for r in references])
+  got = []
+  for start in range(0, len(sources), batch_size):
+    chunk = sources[start : start + batch_size]
+    x_BS = encode_batch(tok, chunk, batch_size, model.cfg.max_source_length)
+    got.append(np.asarray(_predicted_lengths(model, jnp.asarray(x_BS)))[: len(chunk)])
+  error = np.abs(np.concatenate(got) - want)
+  return {
+    "exact": float((error == 0).mean()),
+    "within1": float((error <= 1).mean()),
+    "within2": float((error <= 2).mean()),
+    "sentences": len(want),
+  }
+
+
 def validation_loss(
   eval_step: Callable,
   model: model_lib.Transformer,

@@ -10,7 +10,14 @@ s+1 refines X(s) = the argmax (or a sample) of stage s, with no gradient through
     loss = (1/num_stages) sum_s CE(decoder(X(s-1), encoder(source)), target)
            + length_weight * CE_length
 (the paper's average over stages; `stage_reduction="sum"` drops the 1/num_stages). Token CE is
-averaged over non-PAD target positions; the length CE over examples.
+averaged over non-PAD target positions; the length CE over examples (over offset classes with
+the model's max_length_offset).
+
+Glancing (Qian et al. 2021, GLAT; off by default): a first decoder pass on X(0) without
+gradient; floor(ratio x its Hamming distance from the target) reference tokens, at uniform
+random non-PAD positions, replace X(0) there; the stages run from that input and their token
+loss leaves the revealed positions out. The ratio follows a schedule over training steps
+(`glancing_ratio`).
 """
 
 from __future__ import annotations
@@ -42,9 +49,15 @@ def initial_hypothesis(
   return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, x0_BT)
 
 
-def token_cross_entropy(logits_BTV: Array, targets_BT: Array) -> tuple[Array, Array]:
-  """(mean CE over non-PAD target positions, accuracy of the argmax over the same positions)."""
-  weights_BT = (targets_BT != tokenizer_lib.PAD_ID).astype(jnp.float32)
+def token_cross_entropy(
+  logits_BTV: Array, targets_BT: Array, loss_mask_BT: Array | None = None
+) -> tuple[Array, Array]:
+  """(mean CE over non-PAD target positions, accuracy of the argmax over the same positions);
+  loss_mask_BT (e.g. glancing's unrevealed positions) narrows the positions further."""
+  weights_BT = targets_BT != tokenizer_lib.PAD_ID
+  if loss_mask_BT is not None:
+    weights_BT = weights_BT & loss_mask_BT
+  weights_BT = weights_BT.astype(jnp.float32)
   logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32), axis=-1)
   # A one-hot product, not take_along_axis: on XLA CPU the gather's gradient (a scatter into
   # [B, T, V]) made the loss gradient ~1.5x slower.
@@ -62,6 +75,31 @@ def length_cross_entropy(length_logits_BC: Array, lengths_B: Array) -> tuple[Arr
   logp_BC = jax.nn.log_softmax(length_logits_BC.astype(jnp.float32), axis=-1)
   nll_B = -jnp.take_along_axis(logp_BC, lengths_B[:, None], axis=-1)[:, 0]
   return nll_B.mean(), (jnp.argmax(length_logits_BC, -1) == lengths_B).mean()
+
+
+def length_loss(
+  model: model_lib.Transformer, enc_BSD: Array, enc_mask_BS: Array, targets_BT: Array
+) -> tuple[Array, dict[str, Array]]:
+  """The length CE (over absolute lengths, or over offset classes with max_length_offset) and
+  the accuracy of the predicted length (the argmax of model.length_logits, an absolute length
+  in both parameterisations): exact, and within 1 and 2 tokens."""
+  lengths_B = target_lengths(targets_BT)
+  head_BK = model.length_head_logits(enc_BSD)
+  M = model.cfg.max_length_offset
+  if M:
+    classes_B = model_lib.offset_classes(model_lib.source_lengths(enc_mask_BS), lengths_B, M)
+    loss, _ = length_cross_entropy(head_BK, classes_B)
+    predicted_B = jnp.argmax(model.length_logits(enc_BSD, enc_mask_BS), -1)
+  else:
+    loss, _ = length_cross_entropy(head_BK, lengths_B)
+    predicted_B = jnp.argmax(head_BK, -1)
+  error_B = jnp.abs(predicted_B - lengths_B)
+  return loss, {
+    "length_loss": loss,
+    "length_accuracy": (error_B == 0).mean(),
+    "length_within1": (error_B <= 1).mean(),
+    "length_within2": (error_B <= 2).mean(),
+  }
 
 
 def ban_never_predicted(logits_BTV: Array) -> Array:
@@ -91,6 +129,33 @@ def next_stage_input(
   return jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, pred_BT)
 
 
+def glancing_ratio(step: Array, start: float, end: float, anneal_steps: int) -> Array:
+  """GLAT's ratio at a training step: linear from `start` to `end` over anneal_steps (0: start
+  throughout), then `end`."""
+  if anneal_steps <= 0:
+    return jnp.float32(start)
+  frac = jnp.clip(jnp.asarray(step, jnp.float32) / anneal_steps, 0.0, 1.0)
+  return jnp.float32(start) + (jnp.float32(end) - jnp.float32(start)) * frac
+
+
+def glance(
+  key: Array, logits_BTV: Array, targets_BT: Array, x_BT: Array, ratio: Array
+) -> tuple[Array, Array]:
+  """Glancing (Qian et al. 2021, GLAT): from a first pass's logits, per sentence
+  N = floor(ratio x Hamming distance of its argmax from the target) positions, uniform among
+  the non-PAD ones, take the reference token in the decoder input x_BT. Returns (the new input,
+  the revealed positions). No gradient flows through the first pass."""
+  logits_BTV = jax.lax.stop_gradient(ban_never_predicted(logits_BTV))
+  valid_BT = targets_BT != tokenizer_lib.PAD_ID
+  pred_BT = jnp.argmax(logits_BTV, axis=-1)
+  distance_B = ((pred_BT != targets_BT) & valid_BT).sum(-1)
+  num_B = jnp.floor(ratio * distance_B.astype(jnp.float32)).astype(jnp.int32)
+  score_BT = jnp.where(valid_BT, jax.random.uniform(key, targets_BT.shape), jnp.inf)
+  rank_BT = jnp.argsort(jnp.argsort(score_BT, axis=-1), axis=-1)
+  revealed_BT = (rank_BT < num_B[:, None]) & valid_BT
+  return jnp.where(revealed_BT, targets_BT, x_BT), revealed_BT
+
+
 def multi_stage_loss(
   model: model_lib.Transformer,
   inputs_BS: Array,
@@ -102,20 +167,32 @@ def multi_stage_loss(
   stage_input: Literal["argmax", "sample"] = "argmax",
   stage_reduction: Literal["mean", "sum"] = "mean",
   length_weight: float = 1.0,
+  glancing: Array | float | None = None,
 ) -> tuple[Array, dict[str, Array]]:
-  """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs."""
+  """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs.
+
+  glancing (None: off): GLAT's ratio. A first decoder pass on X(0), without gradient, then
+  `glance` reveals reference tokens in X(0); every stage's token loss leaves the revealed
+  positions out (aux["revealed"])."""
   if num_stages < 1:
     raise ValueError(f"num_stages must be >= 1, got {num_stages}")
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
-  length_loss, length_accuracy = length_cross_entropy(
-    model.length_logits(enc_BSD), target_lengths(targets_BT)
-  )
-  aux = {"length_loss": length_loss, "length_accuracy": length_accuracy}
+  len_loss, aux = length_loss(model, enc_BSD, enc_mask_BS, targets_BT)
+  loss_mask_BT = None
+  if glancing is not None:
+    key, key_glance = jax.random.split(key)
+    first_BTV = jax.lax.stop_gradient(model.decode(x0_BT, enc_BSD, enc_mask_BS))
+    x0_BT, revealed_BT = glance(key_glance, first_BTV, targets_BT, x0_BT, glancing)
+    loss_mask_BT = ~revealed_BT
+    tokens = jnp.maximum((targets_BT != tokenizer_lib.PAD_ID).sum(), 1)
+    aux["glance_ratio"] = jnp.asarray(glancing, jnp.float32)
+    aux["glance_revealed"] = revealed_BT.sum() / tokens
+    aux["revealed"] = revealed_BT
   stage_inputs, x_BT, token_loss = [], x0_BT, 0.0
   for s, stage_key in enumerate(jax.random.split(key, num_stages), start=1):
     stage_inputs.append(x_BT)
     logits_BTV = model.decode(x_BT, enc_BSD, enc_mask_BS)
-    loss, accuracy = token_cross_entropy(logits_BTV, targets_BT)
+    loss, accuracy = token_cross_entropy(logits_BTV, targets_BT, loss_mask_BT)
     aux[f"stage{s}_loss"], aux[f"stage{s}_accuracy"] = loss, accuracy
     token_loss = token_loss + loss
     if s < num_stages:
@@ -126,7 +203,7 @@ def multi_stage_loss(
     raise ValueError(f"stage_reduction must be 'mean' or 'sum', got {stage_reduction!r}")
   aux["token_loss"] = token_loss
   aux["stage_inputs"] = jnp.stack(stage_inputs)  # [num_stages, B, T]
-  return token_loss + length_weight * length_loss, aux
+  return token_loss + length_weight * len_loss, aux
 
 
 def padir_loss(
@@ -140,8 +217,9 @@ def padir_loss(
   stage_input: Literal["argmax", "sample"] = "argmax",
   stage_reduction: Literal["mean", "sum"] = "mean",
   length_weight: float = 1.0,
+  glancing: Array | float | None = None,
 ) -> tuple[Array, dict[str, Array]]:
-  """Noise the targets (initial_hypothesis), then multi_stage_loss."""
+  """Noise the targets (initial_hypothesis), then multi_stage_loss (glancing: its ratio)."""
   key_noise, key_stages = jax.random.split(key)
   x0_BT = initial_hypothesis(
     key_noise,
@@ -160,6 +238,7 @@ def padir_loss(
     stage_input=stage_input,
     stage_reduction=stage_reduction,
     length_weight=length_weight,
+    glancing=glancing,
   )
 
 

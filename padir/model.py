@@ -3,7 +3,13 @@
 - Pre-LayerNorm Transformer; learned positional embeddings; one token embedding shared by the
   encoder, the decoder and the output projection (a bilingual vocabulary).
 - Encoder input: [LEN] + source tokens. The final state of [LEN] classifies the target length
-  (0..max_target_length); at inference the top-k lengths are decoded in parallel.
+  (0..max_target_length); at inference the top-k lengths are decoded in parallel. With
+  max_length_offset = M > 0 (off by default) it classifies instead the offset of the target
+  length from the source length (EOS included on both sides), classes -M..+M (fairseq's NAT
+  models' `length_offset`); length_logits() then returns the log-probabilities this puts on
+  each absolute length, the source length plus the offset clipped to [1, max_target_length]
+  (offsets that clip to the same length add up), so decoding's top-k lengths and length prior
+  work unchanged.
 - Decoder `nar` (PaDIR): NON-causal self-attention over the current hypothesis, then positional
   attention (queries and keys from the positional embeddings, values from the hidden states;
   Gu et al. 2018), then cross-attention, then the FFN. One forward pass refines all positions.
@@ -60,6 +66,7 @@ class ModelConfig:
   positional_attention: bool = True
   dtype: str = "float32"  # compute dtype: "float32" or "bfloat16" (params stay float32)
   vocab_multiple: int = 1  # pad the output projection's vocabulary to a multiple of this
+  max_length_offset: int = 0  # 0: absolute length classes; M > 0: offsets -M..+M (docstring)
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -88,6 +95,12 @@ class ModelConfig:
   def padded_vocab_size(self) -> int:
     """vocab_size rounded up to a multiple of vocab_multiple: the output matmul's width."""
     return -(-self.vocab_size // self.vocab_multiple) * self.vocab_multiple
+
+  @property
+  def num_length_classes(self) -> int:
+    """The length head's outputs: lengths 0..max_target_length, or offsets -M..+M."""
+    M = self.max_length_offset
+    return 2 * M + 1 if M else self.max_target_length + 1
 
   @property
   def head_dim(self) -> int:
@@ -352,7 +365,7 @@ class Transformer(nnx.Module):
     self.decoder_norm = _layer_norm(cfg, rngs)
     self.length_head = nnx.Linear(
       cfg.d_model,
-      cfg.max_target_length + 1,
+      cfg.num_length_classes,
       kernel_metadata=_axes("embed", "length_classes"),
       bias_metadata=_axes("length_classes"),
       dtype=jnp.float32,
@@ -376,9 +389,20 @@ class Transformer(nnx.Module):
       x_BSD = layer(x_BSD, mask_BS[:, None, :] & mask_BS[:, :, None])
     return self.encoder_norm(x_BSD), mask_BS
 
-  def length_logits(self, enc_BSD: Array) -> Array:
-    """[B, max_target_length + 1]: logits over the target length (EOS included), float32."""
+  def length_head_logits(self, enc_BSD: Array) -> Array:
+    """[B, num_length_classes]: the length head's logits (absolute lengths or offsets), float32."""
     return self.length_head(enc_BSD[:, 0].astype(jnp.float32))
+
+  def length_logits(self, enc_BSD: Array, enc_mask_BS: Array | None = None) -> Array:
+    """[B, max_target_length + 1]: logits over the target length (EOS included), float32.
+    With max_length_offset, the log-probabilities of each length (offsets_to_lengths); these
+    need enc_mask_BS (the source lengths)."""
+    logits_BK = self.length_head_logits(enc_BSD)
+    if not self.cfg.max_length_offset:
+      return logits_BK
+    if enc_mask_BS is None:
+      raise ValueError("length offsets need the encoder mask: length_logits(enc_BSD, enc_mask_BS)")
+    return offsets_to_lengths(logits_BK, source_lengths(enc_mask_BS), self.cfg.max_target_length)
 
   def decode(
     self,
@@ -488,6 +512,35 @@ class Transformer(nnx.Module):
       prefix.append(p)
     logits_MV = self._logits(self.decoder_norm(x_MD))[:, : self.cfg.vocab_size]
     return logits_MV, cache.replace(prefix=tuple(prefix))
+
+
+def source_lengths(enc_mask_BS: Array) -> Array:
+  """[B] source lengths (EOS included) from the encoder mask ([LEN] excluded)."""
+  return enc_mask_BS.sum(-1).astype(jnp.int32) - 1
+
+
+def offset_lengths(source_lengths_B: Array, max_offset: int, max_len: int) -> Array:
+  """[B, 2M+1] the target length of each offset class -M..+M, clipped to [1, max_len]."""
+  offsets_K = jnp.arange(-max_offset, max_offset + 1)
+  return jnp.clip(source_lengths_B[:, None] + offsets_K[None], 1, max_len)
+
+
+def offset_classes(source_lengths_B: Array, target_lengths_B: Array, max_offset: int) -> Array:
+  """[B] the offset class of each target length: target - source clipped to [-M, M], plus M."""
+  offset_B = jnp.clip(target_lengths_B - source_lengths_B, -max_offset, max_offset)
+  return (offset_B + max_offset).astype(jnp.int32)
+
+
+def offsets_to_lengths(offset_logits_BK: Array, source_lengths_B: Array, max_len: int) -> Array:
+  """[B, max_len + 1] log p(n | x) of each target length n under the offset distribution:
+  the offsets whose clipped length is n add up; lengths no offset reaches (0 among them) get
+  -inf."""
+  max_offset = (offset_logits_BK.shape[-1] - 1) // 2
+  logp_BK = jax.nn.log_softmax(offset_logits_BK.astype(jnp.float32), -1)
+  lengths_BK = offset_lengths(source_lengths_B, max_offset, max_len)
+  hit_BKC = lengths_BK[..., None] == jnp.arange(max_len + 1)
+  logp_BKC = jnp.where(hit_BKC, logp_BK[..., None], -jnp.inf)
+  return jax.nn.logsumexp(logp_BKC, axis=1)
 
 
 def count_params(model: nnx.Module) -> int:

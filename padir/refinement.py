@@ -197,7 +197,7 @@ def longest_candidate(
   the encoder's (states, mask), for refine(..., encoded=) not to encode again)."""
   encoded = model.encode(inputs_BS)
   T = model.cfg.max_target_length
-  return candidate_lengths(model.length_logits(encoded[0]), options, T).max(), encoded
+  return candidate_lengths(model.length_logits(*encoded), options, T).max(), encoded
 
 
 def trimmed_width(longest: int, max_len: int, multiple: int) -> int:
@@ -332,7 +332,7 @@ def refine(
   G, S = options.num_candidates, options.num_steps
   M = B * G
   enc_BSD, enc_mask_BS = model.encode(inputs_BS) if encoded is None else encoded
-  length_logits_BC = model.length_logits(enc_BSD)
+  length_logits_BC = model.length_logits(enc_BSD, enc_mask_BS)  # also with length offsets
   if target_length is None:
     lengths_BG = candidate_lengths(length_logits_BC, options, T)
   else:

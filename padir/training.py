@@ -34,7 +34,18 @@ from gmlm import checks
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
-from padir import bible, curves, data, evaluate, losses, optim, refinement, restore, vocab
+from padir import (
+  bible,
+  curves,
+  data,
+  evaluate,
+  losses,
+  optim,
+  refinement,
+  restore,
+  vocab,
+  warm_start,
+)
 from padir import model as model_lib
 from padir import sharding as sharding_lib
 from padir import tokenizer as tokenizer_lib
@@ -143,6 +154,52 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "mesh.params", ("logical", "fsdp"))
   if _has(config, "distributed"):
     checks.check_choice(config, "distributed", ("auto", "on", "off"))
+  validate_recipe(config)
+
+
+def validate_recipe(config: ml_collections.ConfigDict) -> None:
+  """The training-recipe options (issue 26), each optional and off when absent: length
+  offsets, glancing, warm start."""
+  if _has(config, "model.max_length_offset"):
+    M = checks.check_int(config, "model.max_length_offset", lo=0)
+    if M:
+      checks.check(
+        config.decode.num_lengths <= 2 * M + 1,
+        "decode.num_lengths",
+        config.decode.num_lengths,
+        f"must be at most the 2 x model.max_length_offset + 1 = {2 * M + 1} offset classes",
+      )
+  if _has(config, "loss.glancing_ratio"):
+    checks.check_float(config, "loss.glancing_ratio", lo=0, hi=1)
+  if _has(config, "loss.glancing_ratio_end"):
+    checks.check_float(config, "loss.glancing_ratio_end", lo=0, hi=1)
+  if _has(config, "loss.glancing_anneal_steps"):
+    checks.check_int(config, "loss.glancing_anneal_steps", lo=0)
+  if _has(config, warm_start.KEY):
+    _check_str(config, warm_start.KEY)
+    checks.check(
+      not config.get(warm_start.KEY) or config.model.decoder == "nar",
+      warm_start.KEY,
+      config.get(warm_start.KEY),
+      "a warm start from an AR run is for a PaDIR model (model.decoder='nar')",
+    )
+
+
+def glancing_schedule(config: ml_collections.ConfigDict) -> tuple[float, float, int] | None:
+  """(start ratio, end ratio, anneal steps) of glancing training, or None when it is off."""
+  c = config.loss
+  start = c.get("glancing_ratio", 0.0)
+  if not start:
+    return None
+  return start, c.get("glancing_ratio_end", start), c.get("glancing_anneal_steps", 0)
+
+
+def check_warm_start(config: ml_collections.ConfigDict, vocab_path: str | None = None) -> Any:
+  """With config.init_from: warm_start.check against this run's vocabulary (default the
+  config's); refuses a mismatched run before anything is written. None without init_from."""
+  if not config.get(warm_start.KEY):
+    return None
+  return warm_start.check(config, vocab_path or vocab.vocabulary_path(config))
 
 
 # Keys that may change between the legs of one run: stop at step s, rerun with a later s.
@@ -164,10 +221,17 @@ def loss_fn(
   batch: dict[str, jax.Array],
   key: jax.Array,
   config: ml_collections.ConfigDict,
+  step: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """The training loss; step (training only) drives the glancing ratio's schedule, and without
+  it (evaluation) there is no glancing: validation loss measures the plain task."""
   if model.cfg.decoder == "ar":
     return losses.ar_loss(model, batch)
   c = config.loss
+  schedule = glancing_schedule(config)
+  glancing = None
+  if schedule is not None and step is not None:
+    glancing = losses.glancing_ratio(step, *schedule)
   loss, aux = losses.padir_loss(
     model,
     batch,
@@ -178,8 +242,10 @@ def loss_fn(
     stage_input=c.stage_input,
     stage_reduction=c.stage_reduction,
     length_weight=c.length_weight,
+    glancing=glancing,
   )
   aux.pop("stage_inputs")
+  aux.pop("revealed", None)
   return loss, aux
 
 
@@ -188,11 +254,11 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   nnx.state((model, optimizer))), the updated state keeps those shardings."""
 
   @nnx.jit
-  def train_step(model, optimizer, batch, key, dropout_key):
+  def train_step(model, optimizer, batch, key, dropout_key, step=0):
     nnx.reseed(model, dropout=dropout_key)
-    (loss, aux), grads = nnx.value_and_grad(lambda m: loss_fn(m, batch, key, config), has_aux=True)(
-      model
-    )
+    (loss, aux), grads = nnx.value_and_grad(
+      lambda m: loss_fn(m, batch, key, config, step), has_aux=True
+    )(model)
     optimizer.update(model, grads)
     if state_shardings is not None:
       nnx.update(
@@ -272,7 +338,7 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple[tokenizer_lib.Token
   Bible corpus with data.prepare_bible, the vocabulary with data.train_vocab, the tfds cache)."""
   d = config.data
   if d.get("prepare_bible"):
-    bible.prepare_if_missing(d.corpus_dir)
+    bible.prepare_if_missing(d.corpus_dir, d.source_lang, d.target_lang)
   tok = vocab.prepare_vocabulary(config)
   from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
 
@@ -358,6 +424,16 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer), "data": Json()}
   )
   step = latest[0] if latest is not None else 0
+  if not step and config.get(warm_start.KEY):
+    record = warm_start.apply(model, check_warm_start(config, vocab.vocabulary_path(config)))
+    rd.write_json(warm_start.RECORD, record)
+    logging.info(
+      "warm start from %s step %d: %d parameters copied, %d fresh",
+      record["run"],
+      record["step"],
+      len(record["copied"]),
+      len(record["fresh"]),
+    )
   if step:
     restored = latest[1]
     nnx.update(model, restored["params"])
@@ -404,6 +480,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         batch,
         jax.random.fold_in(base_key, step),
         jax.random.fold_in(dropout_key, step),
+        np.int32(step),
       )
       step += 1
       bar.update(1)

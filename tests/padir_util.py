@@ -42,3 +42,29 @@ def tiny_model(decoder: str = "nar", seed: int = 0, **overrides):
   model = model_lib.Transformer(model_lib.ModelConfig(**{**cfg, **overrides}), rngs=nnx.Rngs(seed))
   model.eval()
   return model
+
+
+def tiny_run_config(corpus_dir: str, steps: int, **train):
+  """configs/padir_bible_en_es.py shrunk for tests: a 1 + 1-layer PaDIR (d = 16) on corpus_dir
+  with a 40-piece vocabulary, lengths 16, batch 4, `steps` steps, a log line and a checkpoint
+  every 2, an evaluation every 4 (`train` overrides), no translation."""
+  from configs import padir_bible_en_es
+
+  c = padir_bible_en_es.get_config()
+  c.data.corpus_dir, c.data.prepare_bible, c.data.vocab_size = corpus_dir, False, 40
+  c.data.max_source_length = c.data.max_target_length = 16
+  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+  c.train.update(
+    batch_size=4,
+    num_train_steps=steps,
+    warmup_steps=2,
+    log_every=2,
+    eval_every=4,
+    eval_batches=1,
+    checkpoint_every=2,
+    keep_checkpoints=2,
+    progress_bar=False,
+  )
+  c.train.update(train)
+  c.decode.update(num_examples=0, batch_size=4, num_lengths=2)
+  return c

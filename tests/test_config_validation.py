@@ -39,6 +39,8 @@ PROBABILITIES = (
   "model.dropout_rate",
   "loss.keep_rate",
   "loss.mask_rate",
+  "loss.glancing_ratio",
+  "loss.glancing_ratio_end",
 )
 
 # (key, repr(value)) -> why the value is valid (prepare must accept it); "CONFIG:key" for one
@@ -80,6 +82,9 @@ VALID = {
   ("influence.num_rectangles", "0"): "0 = no rectangles on the seed sentence",
   ("model.num_encoder_layers", "0"): "an encoder of embeddings only (an ablation)",
   ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
+  ("model.max_length_offset", "0"): "0 = absolute length classes (the paper's)",
+  ("loss.glancing_anneal_steps", "0"): "0 = a constant glancing ratio",
+  ("init_from", repr(NONSENSE)): "an AR run directory, checked (padir.warm_start) before writing",
   # Real numbers without a sign constraint.
   ("field", "-1.0"): "h_i < 0 favours spin -1",
   ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",

@@ -12,7 +12,7 @@ from typing import Any
 
 import ml_collections
 
-from padir import bible, distill, restore, training
+from padir import bible, distill, restore, training, vocab
 
 ENTRY_POINT = "train.py"
 RESUMABLE_KEYS = training.RESUMABLE_KEYS
@@ -28,11 +28,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   dc, d = config.distill, config.data
   out_dir = distill.corpus_dir(config, workdir)
   reuse = distill.reusable_corpus(config, out_dir)  # a corpus of other settings is refused
+  if config.get("init_from"):  # the warm start must fit the teacher's vocabulary (the student's)
+    teacher_vocab = vocab.vocabulary_path(restore.trained_config(dc.teacher_workdir))
+    training.check_warm_start(config, teacher_vocab)
   rd = training.open_run(config, workdir)
   try:
     if not reuse:
       if d.get("prepare_bible"):
-        bible.prepare_if_missing(d.corpus_dir)
+        bible.prepare_if_missing(d.corpus_dir, d.source_lang, d.target_lang)
       distill.distill_corpus(
         dc.teacher_workdir,
         d.corpus_dir,

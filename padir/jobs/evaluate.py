@@ -198,6 +198,9 @@ def evaluate_checkpoint(
     )
     if kind == "nar" and i == 0:
       attention_stats = analyse_attention(model, dec, inputs_PS, config, key)
+  lengths = None
+  if kind == "nar":
+    lengths = evaluate.length_accuracy(model, tok, sources, references, config.batch_size)
   return {
     "workdir": workdir,
     "name": name,
@@ -208,6 +211,7 @@ def evaluate_checkpoint(
     "split": config.split,
     "rows": rows,
     "attention": attention_stats,
+    "length_accuracy": lengths,
   }
 
 
@@ -392,6 +396,24 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
           for t in tests
         ],
         digits=4,
+      )
+    )
+  measured = [m for m in models if m.get("length_accuracy")]
+  if measured:
+    parts.append(
+      "Length predictor (PaDIR): how often its argmax is the reference's token length (EOS "
+      "included), exact and within 1 / 2 tokens."
+    )
+    parts.append(
+      markdown_table(
+        ["model", "exact", "within 1", "within 2", "sentences"],
+        [
+          [m["name"]]
+          + [m["length_accuracy"][k] for k in ("exact", "within1", "within2")]
+          + [m["length_accuracy"]["sentences"]]
+          for m in measured
+        ],
+        digits=3,
       )
     )
   # A legend, not labels at the points: decoders of one model often sit on top of each other.

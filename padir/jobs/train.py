@@ -21,7 +21,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Trains (or resumes) in workdir; returns the last logged metrics."""
+  """Trains (or resumes) in workdir; returns the last logged metrics. A warm start
+  (config.init_from) from a run that does not fit is refused before anything is written."""
+  training.check_warm_start(config)
   rd = training.open_run(config, workdir)
   try:
     return training.fit(config, rd)

@@ -20,25 +20,9 @@ from gmlm import cli
 
 def padir_config(corpus_dir: str):
   """The tiny PaDIR of tests/padir/test_padir_train.py: 6 steps, a checkpoint every 2."""
-  from configs import padir_bible_en_es
+  from padir_util import tiny_run_config
 
-  c = padir_bible_en_es.get_config()
-  c.data.corpus_dir, c.data.prepare_bible, c.data.vocab_size = corpus_dir, False, 40
-  c.data.max_source_length = c.data.max_target_length = 16
-  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-  c.train.update(
-    batch_size=4,
-    num_train_steps=6,
-    warmup_steps=2,
-    log_every=2,
-    eval_every=4,
-    eval_batches=1,
-    checkpoint_every=2,
-    keep_checkpoints=2,
-    progress_bar=False,
-  )
-  c.decode.update(num_examples=0, batch_size=4, num_lengths=2)
-  return c
+  return tiny_run_config(corpus_dir, steps=6)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +45,19 @@ def padir_straight(toy_corpus, tmp_path_factory):
 )
 def test_padir_training_killed_resumes_to_the_uninterrupted_run(padir_straight, tmp_path, fault):
   config, straight = padir_straight
-  workdir = tmp_path / "run"
+  assert_training_resumes(config, tmp_path / "run", straight, fault)
+
+
+def assert_training_resumes(config, workdir, straight, fault: str, step: int = 6) -> None:
+  """A training run killed at `fault`, then rerun, equals the uninterrupted run `straight`:
+  metrics.jsonl line by line, the parameters and optimizer state of checkpoint `step` bitwise."""
   killed(config, workdir, "train.py", fault)
   cli.run(config, str(workdir), "train.py")
   assert_same_metrics(workdir, straight)
   for item in ("params", "optimizer"):
     assert_same_trees(
-      checkpoint_item(workdir / "checkpoints", 6, item),
-      checkpoint_item(straight / "checkpoints", 6, item),
+      checkpoint_item(workdir / "checkpoints", step, item),
+      checkpoint_item(straight / "checkpoints", step, item),
       item,
     )
 

@@ -2,6 +2,7 @@
 
 import collections
 import hashlib
+import json
 import shutil
 import subprocess
 
@@ -65,3 +66,27 @@ def test_real_kjv_and_reina_valera_align_verse_by_verse(tmp_path_factory):
   read_back = {s: data.read_split(str(out), s, "en", "es") for s in bible.SPLITS}
   assert {s: len(p) for s, p in read_back.items()} == manifest["counts"]
   assert read_back == corpus.pairs
+
+
+def test_the_es_en_direction_writes_the_same_verses_in_the_same_splits_sides_swapped(
+  tmp_path, monkeypatch
+):
+  refs = [("Gen", 1, v) for v in range(1, 301)]  # enough verses to fill every split
+  en = {r: f"english {r[2]}" for r in refs}
+  es = {r: f"espanol {r[2]}" for r in refs}
+  monkeypatch.setattr(bible, "fetch_sword_modules", lambda cache: "unused")
+  monkeypatch.setattr(
+    bible, "read_module", lambda root, module, books=None: en if "KJV" in module else es
+  )
+  forward = bible.prepare(str(tmp_path / "en_es"))
+  bible.prepare_if_missing(str(tmp_path / "es_en"), "es", "en")
+  backward = json.loads((tmp_path / "es_en" / "manifest.json").read_text())
+  assert (forward["source_language"], forward["target_language"]) == ("en", "es")
+  assert (backward["source_language"], backward["target_language"]) == ("es", "en")
+  assert forward["counts"] == backward["counts"] and min(forward["counts"].values()) > 0
+  for split in bible.SPLITS:
+    fwd = data.read_split(str(tmp_path / "en_es"), split, "en", "es")
+    bwd = data.read_split(str(tmp_path / "es_en"), split, "es", "en")
+    assert bwd == [(b, a) for a, b in fwd]
+  with pytest.raises(bible.CorpusPreparationError, match="en-es or es-en, not fr-en"):
+    bible.prepare_if_missing(str(tmp_path / "fr_en"), "fr", "en")

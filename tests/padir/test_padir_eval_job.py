@@ -83,6 +83,9 @@ def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   report = (workdir / "report.md").read_text()
   assert "| model | decoder | # hyp. | passes | BLEU | chrF | stutter | p50 ms | p99 ms |" in report
   assert "(Table 4)" in report and "(Table 5)" in report
+  acc = nar["length_accuracy"]  # the length predictor on the 6 test sentences (PaDIR only)
+  assert acc["sentences"] == 6 and 0 <= acc["exact"] <= acc["within1"] <= acc["within2"] <= 1
+  assert ar["length_accuracy"] is None and "| model | exact | within 1 | within 2 |" in report
   assert (workdir / "quality_speed.png").is_file() and (workdir / "attention.png").is_file()
   assert json.loads((workdir / "results.json").read_text()) == results
   # Each row's hypotheses are on disk, one line per sentence, beside the references; the

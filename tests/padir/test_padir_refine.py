@@ -39,7 +39,7 @@ class Stub:
     B, S = inputs_BS.shape
     return jnp.zeros((B, S + 1, 1)), jnp.ones((B, S + 1), bool)
 
-  def length_logits(self, enc_BSD):
+  def length_logits(self, enc_BSD, enc_mask_BS=None):
     return jnp.broadcast_to(
       self.length_logits_C, (enc_BSD.shape[0], self.cfg.max_target_length + 1)
     )

@@ -88,3 +88,54 @@ def test_the_deep_shallow_padir_config_matches_the_3_plus_3_padir_in_parameters(
   enc, dec = 4 * D * D + 2 * D * F, 12 * D * D + 2 * D * F
   closed = (6 * enc + dec) - (3 * enc + 3 * dec)
   assert abs((counts["deep_shallow"] - counts["base"]) - closed) < 0.01 * counts["base"], counts
+
+
+def _reorder_expected(src: str, m: dict) -> tuple[list[str], int]:
+  """The reordering grammar's target, read from the manifest's tables (an independent reading:
+  the source split into subject NP, verb, object NP, PP by word category), and the distance in
+  target words from the subject's noun to the agreement marker (the last word)."""
+  words, cats = src.split(), {w: c for c, ws in m["words"].items() for w in ws}
+  cipher, particle, k = m["cipher"], m["particle"], m["noun_class"]
+  verb_at = next(i for i, w in enumerate(words) if cats[w] == "VERB")
+  prep_at = next((i for i, w in enumerate(words) if cats[w] == "PREP"), len(words))
+  subj, verb = words[:verb_at], words[verb_at]
+  obj, pp = words[verb_at + 1 : prep_at], words[prep_at:]
+
+  def noun_phrase(np_):
+    return [cipher[f"{np_[0]}#{k[np_[-1]]}"], cipher[np_[-1]]] + [cipher[w] for w in np_[1:-1]]
+
+  def word(w):
+    return [cipher[w]] + ([particle[w]] if w in particle else [])
+
+  out = noun_phrase(pp[1:]) + word(pp[0]) if pp else []
+  swap = verb in m["swap_verbs"]
+  subject_at = len(out) + (len(obj) if swap else 0) + 1
+  a, b = (obj, subj) if swap else (subj, obj)
+  out += noun_phrase(a) + noun_phrase(b) + word(verb) + [m["agreement"][k[subj[-1]]]]
+  return out, len(out) - 1 - subject_at
+
+
+def test_the_reordering_grammar_moves_words_far_and_agrees_at_a_distance(tmp_path):
+  small = synthetic.write_corpus(str(tmp_path / "s"), SIZES, seed=3, grammar="reorder")
+  large = synthetic.write_corpus(
+    str(tmp_path / "l"), SIZES, seed=3, grammar="reorder", lexicon_scale=4
+  )
+  synthetic.write_corpus(str(tmp_path / "s2"), SIZES, seed=3, grammar="reorder")
+  assert (tmp_path / "s" / "train.tsv").read_bytes() == (tmp_path / "s2" / "train.tsv").read_bytes()
+  # As large a lexicon as the cipher grammar's (66 source words), and one 3.4x larger.
+  assert small["source_words"] == 66 and large["source_words"] == 222
+  for m, d in ((small, "s"), (large, "l")):
+    tables = (m["cipher"], m["particle"], dict(enumerate(m["agreement"])))
+    ciphers = [c for t in tables for c in t.values()]
+    assert len(set(ciphers)) == len(ciphers)  # one-to-one
+    swapped = pp = far = 0
+    for src, tgt in data.read_split(str(tmp_path / d), "train", "en", "cx"):
+      expected, distance = _reorder_expected(src, m)
+      assert tgt.split() == expected, src
+      words = src.split()
+      swapped += any(w in m["swap_verbs"] for w in words)
+      pp += any(w in m["words"]["PREP"] for w in words)
+      far += distance >= 4
+    # Over 300 sentences: half the verbs swap the arguments, half the sentences move a PP to
+    # the front; in about half the agreement marker is 4+ words from its subject's noun.
+    assert 100 < swapped < 200 and 100 < pp < 200 and far > 120, (swapped, pp, far)

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from padir_util import tiny_run_config
 
 from configs import padir_bible_en_es, padir_bible_en_es_distill
 from gmlm import cli
@@ -17,24 +18,8 @@ from padir.jobs import train as train_job
 
 
 def _config(corpus_dir: str, steps: int, translate: bool = False):
-  c = padir_bible_en_es.get_config()
-  c.data.corpus_dir = corpus_dir
-  c.data.prepare_bible = False
-  c.data.vocab_size = 40
-  c.data.max_source_length = c.data.max_target_length = 16
-  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-  c.train.update(
-    batch_size=4,
-    num_train_steps=steps,
-    warmup_steps=2,
-    log_every=2,
-    eval_every=4,
-    eval_batches=1,
-    checkpoint_every=2,
-    keep_checkpoints=2,
-    progress_bar=False,
-  )
-  c.decode.update(num_examples=4 if translate else 0, batch_size=4, num_lengths=2)
+  c = tiny_run_config(corpus_dir, steps)
+  c.decode.update(num_examples=4 if translate else 0)
   return c
 
 

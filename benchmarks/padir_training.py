@@ -1,0 +1,256 @@
+"""What each PaDIR training option (issue 26) costs per step and buys in BLEU, side by side in one
+process: the training counterpart of benchmarks/padir_options.py.
+
+  python benchmarks/padir_training.py --config configs/padir_synthetic.py \
+      --ar runs/padir_synthetic_ar [--steps 300] [--sentences 256] [--json OUT]
+  python benchmarks/padir_training.py --tiny        # a tiny model on a tiny corpus: a smoke run
+
+Each option trains PaDIR from the same seed for --steps steps (padir.training.fit in a
+temporary run directory, --config's model, data and optimizer, the schedule shortened to the
+steps) and decodes the first --sentences validation pairs at the end (the config's decoder):
+- paper: the config as it is (the paper's recipe);
+- offset: the length as an offset from the source length (model.max_length_offset = --offset);
+- glancing: GLAT, ratio 0.5 -> 0.3 over the steps;
+- warm start: the shared parameters from the AR run --ar (skipped without it);
+- recipe: the three together (configs/padir_bible_en_es_recipe.with_recipe);
+- paper, again: the first row repeated last, so the gap between the two shows the timing
+  noise of the run.
+Per option: seconds per step (the median logged interval after the first, which holds the
+compilation; evaluations are outside the intervals measured), target tokens per second (the
+mean non-PAD target tokens of a training batch, counted on the batches themselves, over the
+seconds per step), the FLOPs of one compiled training step (XLA's cost analysis of the jitted
+step) as a share of this CPU's float32 matmul peak measured in the same process (the best of
+repeated 1024^3 matmuls, in the row "matmul peak"), the validation BLEU after the steps, and
+the ratios to the paper's row. Time it on a quiet machine only; the first row's compilation
+warms caches the later rows share, so each row's first interval is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import ml_collections  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from configs import padir_bible_en_es_recipe  # noqa: E402
+from gmlm.runs import markdown_table  # noqa: E402
+from padir import curves, data, optim, training  # noqa: E402
+from padir import model as model_lib  # noqa: E402
+
+HEADER = [
+  "option",
+  "s/step",
+  "target tok/s",
+  "GFLOP/step",
+  "share of peak",
+  "valid BLEU",
+  "length exact",
+  "length ±2",
+  "time vs paper",
+  "dBLEU",
+]
+
+
+def options(offset: int, ar: str | None) -> list[tuple[str, dict]]:
+  rows = [
+    ("paper", {}),
+    ("offset", {"offset": offset}),
+    ("glancing", {"glancing": True}),
+  ]
+  if ar:
+    rows += [("warm start", {"init_from": ar})]
+  rows += [("recipe", {"offset": offset, "glancing": True, "init_from": ar or ""})]
+  return rows + [("paper, again", {})]  # the first row's work again: this run's timing noise
+
+
+def option_config(base: ml_collections.ConfigDict, opts: dict) -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict(base.to_dict())
+  if opts.get("offset") and opts.get("glancing") and "init_from" in opts:
+    return padir_bible_en_es_recipe.with_recipe(config, opts["init_from"], opts["offset"])
+  if opts.get("offset"):
+    config.model.max_length_offset = opts["offset"]
+  if opts.get("glancing"):
+    config.loss.glancing_ratio, config.loss.glancing_ratio_end = 0.5, 0.3
+    config.loss.glancing_anneal_steps = config.train.num_train_steps
+  if opts.get("init_from"):
+    config.init_from = opts["init_from"]
+  return config
+
+
+def matmul_peak(n: int = 1024, repeats: int = 10) -> float:
+  """This CPU's float32 matmul FLOP/s: the best of `repeats` timed n x n x n products."""
+  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+  f = jax.jit(lambda x: x @ x)
+  f(a).block_until_ready()
+  best = min(_timed(lambda: f(a).block_until_ready()) for _ in range(repeats))
+  return 2 * n**3 / best
+
+
+def _timed(fn) -> float:
+  t = time.perf_counter()
+  fn()
+  return time.perf_counter() - t
+
+
+def step_cost(config: ml_collections.ConfigDict) -> tuple[float, float]:
+  """(FLOPs of one compiled training step, mean non-PAD target tokens of a training batch)."""
+  tok, sources = training.prepare_data(config)
+  d = config.data
+  ds, _ = data.make_dataset(
+    sources["train"],
+    tok,
+    batch_size=config.train.batch_size,
+    max_source_length=d.max_source_length,
+    max_target_length=d.max_target_length,
+    seed=config.seed,
+    num_epochs=1,
+    name="train",
+  )
+  batches = [b for _, b in zip(range(8), ds)]
+  tokens = float(np.mean([(b["targets"] != 0).sum() for b in batches]))
+  cfg = model_lib.ModelConfig.from_run_config(config, tok.vocab_size)
+  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=jax.random.key(0, impl="rbg")))
+  optimizer = nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
+  train_step, _ = training.make_steps(config)
+  key = jax.random.key(0)
+  compiled = train_step.lower(
+    model, optimizer, batches[0], key, jax.random.key(0, impl="rbg"), np.int32(0)
+  ).compile()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost["flops"]), tokens
+
+
+def run_option(base: ml_collections.ConfigDict, name: str, opts: dict, root: str) -> dict:
+  config = option_config(base, opts)
+  flops, tokens = step_cost(config)
+  workdir = os.path.join(root, "".join(c if c.isalnum() else "_" for c in name))
+  training.check_warm_start(config)
+  rd = training.open_run(config, workdir)
+  try:
+    training.fit(config, rd)
+  finally:
+    rd.close()
+  train, evals = curves.read_metrics(workdir)
+  intervals = [1.0 / r["steps_per_second"] for r in train[1:]] or [
+    1.0 / train[0]["steps_per_second"]
+  ]
+  last = evals[-1] if evals else {}
+  seconds = float(np.median(intervals))
+  return {
+    "option": name,
+    "seconds_per_step": seconds,
+    "target_tokens_per_second": tokens / seconds,
+    "flops_per_step": flops,
+    "valid_bleu": last.get("valid_bleu", float("nan")),
+    "length_accuracy": last.get("valid_length_accuracy", float("nan")),
+    "length_within2": last.get("valid_length_within2", float("nan")),
+  }
+
+
+def base_config(path: str, steps: int, sentences: int) -> ml_collections.ConfigDict:
+  spec = importlib.util.spec_from_file_location("bench_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  t = config.train
+  t.num_train_steps, t.stop_at_step = steps, 0
+  t.warmup_steps = min(t.warmup_steps, max(1, steps // 10))
+  t.log_every = max(1, steps // 5)
+  t.eval_every = t.checkpoint_every = steps
+  t.progress_bar = False
+  config.decode.num_examples = sentences
+  return config
+
+
+def tiny_setup(root: str) -> tuple[ml_collections.ConfigDict, str]:
+  """A 2-layer PaDIR config on a small synthetic corpus, and a 4-step AR run to warm-start from."""
+  from padir import synthetic
+
+  corpus = os.path.join(root, "corpus")
+  synthetic.write_corpus(corpus, {"train": 400, "valid": 64, "test": 8}, seed=0)
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+  config = base_config(os.path.join(path, "padir_synthetic.py"), steps=4, sentences=16)
+  config.data.update(corpus_dir=corpus, vocab_size=120, max_source_length=36)
+  config.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64)
+  config.train.update(batch_size=16, log_every=1)
+  config.decode.update(batch_size=16, num_lengths=3)
+  ar = ml_collections.ConfigDict(config.to_dict())
+  ar.model.decoder = "ar"
+  ar_dir = os.path.join(root, "ar")
+  rd = training.open_run(ar, ar_dir)
+  try:
+    training.fit(ar, rd)
+  finally:
+    rd.close()
+  return config, ar_dir
+
+
+def table(rows: list[dict], peak: float) -> str:
+  ref = rows[0]
+  body = [
+    [
+      r["option"],
+      f"{r['seconds_per_step']:.3f}",
+      f"{r['target_tokens_per_second']:.0f}",
+      f"{r['flops_per_step'] / 1e9:.2f}",
+      f"{r['flops_per_step'] / r['seconds_per_step'] / peak:.1%}",
+      f"{r['valid_bleu']:.2f}",
+      f"{r['length_accuracy']:.3f}",
+      f"{r['length_within2']:.3f}",
+      f"{r['seconds_per_step'] / ref['seconds_per_step']:.2f}x",
+      f"{r['valid_bleu'] - ref['valid_bleu']:+.2f}",
+    ]
+    for r in rows
+  ]
+  return markdown_table(HEADER, body)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--config", default="configs/padir_synthetic.py")
+  parser.add_argument("--ar", default=None, help="an AR run of the same backbone (warm start)")
+  parser.add_argument("--steps", type=int, default=300)
+  parser.add_argument("--sentences", type=int, default=256)
+  parser.add_argument("--offset", type=int, default=8, help="max_length_offset of the offset rows")
+  parser.add_argument("--tiny", action="store_true", help="a tiny model and corpus: a smoke run")
+  parser.add_argument("--json", default=None)
+  args = parser.parse_args(argv)
+  with tempfile.TemporaryDirectory() as root:
+    if args.tiny:
+      base, ar = tiny_setup(root)
+    else:
+      base, ar = base_config(args.config, args.steps, args.sentences), args.ar
+    peak = matmul_peak(256 if args.tiny else 1024)
+    print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s (float32, best of 10, this process)")
+    rows = []
+    for name, opts in options(args.offset, ar):
+      rows.append(run_option(base, name, opts, root))  # same seed, same batches
+      print(f"done {name}: {rows[-1]['seconds_per_step']:.3f} s/step", flush=True)
+  print(table(rows, peak))
+  for r in rows[1:]:
+    ratio = r["seconds_per_step"] / rows[0]["seconds_per_step"]
+    print(f"ratio vs paper  {r['option']:<11} time {ratio:.2f}x")
+  peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  print(f"peak RSS {peak_rss:.0f} MiB")
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump({"matmul_peak_flops": peak, "rows": rows}, f, indent=2)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,32 @@
+"""PaDIR (the paper's recipe) on the synthetic reordering task (padir.synthetic, --grammar
+reorder): verb-final, arguments swapped by the verb, the PP moved to the front, agreement of the
+final marker with the subject's noun class.
+
+    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder     # once
+    python train.py --config configs/padir_reorder.py --workdir runs/padir_reorder
+
+The synthetic configs' model and optimizer (configs/padir_synthetic.py: 3+3 layers, d=128) on
+the reordering corpus (66 source words, a 208-piece vocabulary: the most SentencePiece allows
+there; targets up to 46 tokens). LEXICON_SCALE=4 (configs/padir_reorder_large*.py) is the
+222-word lexicon. Time and result: to be filled (not run yet).
+"""
+
+import ml_collections
+
+from configs import padir_synthetic
+
+
+def on_reorder(config: ml_collections.ConfigDict, large: bool = False) -> ml_collections.ConfigDict:
+  """A synthetic config moved to the reordering corpus (large: the 4x open-class lexicon)."""
+  d = config.data
+  if large:  # python -m padir.synthetic --grammar reorder --lexicon-scale 4
+    d.corpus_dir, d.vocab_size = "data/synthetic_reorder4", 544  # SentencePiece allows <= 560
+    d.max_source_length = d.max_target_length = 40  # longest: 29 / 36 tokens
+  else:
+    d.corpus_dir, d.vocab_size = "data/synthetic_reorder", 208  # SentencePiece allows <= 214
+    d.max_source_length = d.max_target_length = 48  # longest: 32 / 46 tokens
+  return config
+
+
+def get_config() -> ml_collections.ConfigDict:
+  return on_reorder(padir_synthetic.get_config())
