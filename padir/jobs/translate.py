@@ -32,7 +32,7 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.runs import RunDir
-from padir import decode, refinement, restore, speed
+from padir import decode, refinement, restore, speed, vocab
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
@@ -76,6 +76,14 @@ def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collectio
   ckpt_dir = os.path.join(path, restore.CHECKPOINTS)
   steps = [d for d in os.listdir(ckpt_dir) if d.isdigit()] if os.path.isdir(ckpt_dir) else []
   checks.check(bool(steps), key, path, f"has no checkpoint in {ckpt_dir}: train it first")
+  spm = vocab.vocabulary_path(trained)
+  checks.check(
+    os.path.isfile(spm),
+    key,
+    path,
+    f"was trained with the vocabulary {spm}, which does not exist here (a run's data paths are "
+    "relative to the directory it was trained in: run from there, or copy the file there)",
+  )
   kind = trained.get("model", {}).get("decoder")
   if decoder is not None:
     checks.check(kind == decoder, key, path, f"is a {kind!r} model; this key needs {decoder!r}")

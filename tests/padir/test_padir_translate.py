@@ -115,6 +115,17 @@ def test_a_missing_or_foreign_checkpoint_is_refused_before_any_work(tmp_path):
   assert not work.exists()
 
 
+def test_a_run_whose_vocabulary_is_missing_here_is_refused_in_one_line(tmp_path):
+  """A run's config.json names its vocabulary relative to where it was trained: from another
+  directory the file is missing, and that is one line naming it, before the workdir is made."""
+  ckpt = make_run(tmp_path / "padir")
+  (tmp_path / "padir" / "spm.model").rename(tmp_path / "moved.model")
+  work = tmp_path / "work"
+  with pytest.raises(ConfigError, match=r"vocabulary .*spm.model, which does not exist here"):
+    cli.prepare(_config(ckpt), str(work), "sample.py")
+  assert not work.exists()
+
+
 def test_an_input_that_is_not_utf8_leaves_the_workdir_untouched(tmp_path):
   ckpt = make_run(tmp_path / "padir")
   (tmp_path / "in.txt").write_bytes(b"the man\nthe \xff king\n")
