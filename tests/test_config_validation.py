@@ -141,6 +141,8 @@ def base_config(name: str, tmp_path: Path) -> ml_collections.ConfigDict:
     run = tmp_path / "trained"
     (run / "checkpoints" / "1").mkdir(parents=True, exist_ok=True)
     trained = importlib.import_module("configs.padir_bible_en_es").get_config()
+    trained.data.vocab_path = str(run / "spm.model")  # the vocabulary it names is there too
+    (run / "spm.model").write_bytes(b"")
     (run / "config.json").write_text(trained.to_json(), encoding="utf-8")
     config.checkpoint = str(run)
   if "data" in config and "path" in config.data and config.data.path != "english":
