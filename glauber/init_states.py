@@ -140,3 +140,31 @@ def candidate_tokens(tokenizer, words) -> np.ndarray:
   if len(set(ids)) < len(ids):
     raise UserError(f"config.candidates {tuple(words)} map to repeated token ids {ids}")
   return np.asarray(ids, np.int32)
+
+
+def check_candidate_words(config) -> list[str]:
+  """config.candidates: >= 2 distinct non-empty words (whether each is one token of the model
+  is `candidate_tokens`' check, once the tokenizer is loaded)."""
+  words = checks.get(config, "candidates")
+  checks.check(
+    isinstance(words, (list, tuple))
+    and len(words) >= 2
+    and all(isinstance(w, str) and w.strip() for w in words)
+    and len(set(words)) == len(words),
+    "candidates",
+    words,
+    "must be >= 2 distinct words, each one token of the model's vocabulary",
+  )
+  return list(words)
+
+
+def check_temperature(config, key: str = "temperature"):
+  """A temperature >= 0 (0 = argmax, inf = uniform), else one line naming the key."""
+  T = checks.get(config, key)
+  checks.check(
+    isinstance(T, (int, float)) and not isinstance(T, bool) and T >= 0,
+    key,
+    T,
+    "the temperature must be >= 0 (0 = argmax, inf = uniform)",
+  )
+  return T

@@ -41,16 +41,7 @@ def validate(config) -> None:
   validate_model(config)
   for key in ("exclude_pattern", "prefix"):
     checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
-  words = checks.get(config, "candidates")
-  checks.check(
-    isinstance(words, (list, tuple))
-    and len(words) >= 2
-    and all(isinstance(w, str) and w.strip() for w in words)
-    and len(set(words)) == len(words),
-    "candidates",
-    words,
-    "must be >= 2 distinct words, each one token of the model's vocabulary",
-  )
+  words = init_states.check_candidate_words(config)
   n = checks.check_int(config, "num_sites", lo=1)
   limit = checks.check_int(config, "max_states", lo=4)
   checks.check(

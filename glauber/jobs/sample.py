@@ -42,13 +42,7 @@ INITS = ("text", "random", "mask")
 def validate(config) -> None:
   """Checks every key the job reads; loads nothing and writes nothing."""
   validate_model(config)
-  T = checks.get(config, "temperature")
-  checks.check(
-    isinstance(T, (int, float)) and not isinstance(T, bool) and T >= 0,
-    "temperature",
-    T,
-    "the temperature must be >= 0 (0 = argmax, inf = uniform)",
-  )
+  init_states.check_temperature(config)
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
   for key in ("exclude_special", "pad_text", "record_logprobs"):

@@ -122,13 +122,7 @@ def validate(config) -> None:
   checks.check(bool(config.prompt.strip()), "prompt", config.prompt, "must be a non-empty text")
   n = checks.check_int(config, "num_sites", lo=1)
   checks.check_int(config, "num_chains", lo=1)
-  T = checks.get(config, "temperature")
-  checks.check(
-    isinstance(T, (int, float)) and not isinstance(T, bool) and T >= 0,
-    "temperature",
-    T,
-    "the temperature must be >= 0 (0 = argmax, inf = uniform)",
-  )
+  init_states.check_temperature(config)
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
   budget = checks.check_int(config, "forward_rows", lo=n)
@@ -149,16 +143,7 @@ def validate(config) -> None:
   checks.check_int(config, "trap_record_every", lo=1, hi=window)
   checks.check_multiple(config, "trap_window", of="trap_record_every")
   checks.check_float(config, "trap_threshold", lo=0, lo_open=True)
-  words = checks.get(config, "candidates")
-  checks.check(
-    isinstance(words, (list, tuple))
-    and len(words) >= 2
-    and all(isinstance(w, str) and w.strip() for w in words)
-    and len(set(words)) == len(words),
-    "candidates",
-    words,
-    "must be >= 2 distinct words, each one token of the model's vocabulary",
-  )
+  words = init_states.check_candidate_words(config)
   m = checks.check_int(config, "exact_sites", lo=1)
   limit = exact.MAX_STATES
   checks.check(
