@@ -29,7 +29,11 @@ others); on --ar AR greedy, beam 5 and the same greedy decoder in eager PyTorch 
 greedy on --deep-shallow. Prints the table with the Pareto-optimal rows (no other row has
 lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
 with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
-marker per model family, the frontier drawn) and DIR/frontier.json.
+marker per model family, the frontier drawn) and DIR/frontier.json. Latencies are timed with
+Python's garbage collector paused (speed.gc_paused). --single-thread runs XLA and PyTorch on
+one thread each (set before jax is imported), the way a batch-1 server pins one thread per
+request: no collective wait on a second core another process holds, which is what p99 sees on
+a 2-core machine.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+if "--single-thread" in sys.argv[1:]:  # before jax is imported: XLA reads its flags once
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "")
+    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+  ).strip()
 
 from flax import nnx  # noqa: E402
 
@@ -293,7 +303,17 @@ def frontier(args) -> int:
   os.makedirs(args.out, exist_ok=True)
   frontier_plot(rows, os.path.join(args.out, "frontier.png"))
   with open(os.path.join(args.out, "frontier.json"), "w", encoding="utf-8") as f:
-    json.dump({"rows": rows, "gemm": gemm, "sentences": len(references)}, f, indent=2)
+    json.dump(
+      {
+        "rows": rows,
+        "gemm": gemm,
+        "sentences": len(references),
+        "single_thread": args.single_thread,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+      },
+      f,
+      indent=2,
+    )
   print(f"wrote {os.path.join(args.out, 'frontier.png')} and frontier.json")
   return 0
 
@@ -315,6 +335,12 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--torch-threads", type=int, default=0, help="--frontier: PyTorch's threads (0: its default)"
   )
+  parser.add_argument(
+    "--single-thread",
+    action="store_true",
+    help="XLA and PyTorch on one thread each (batch-1 serving pins a thread per request; no "
+    "wait on a second core that another process holds)",
+  )
   parser.add_argument("--nar", action="append", help="PaDIR run directory (--frontier: several)")
   parser.add_argument("--ar", help="AR run directory")
   parser.add_argument("--deep-shallow", help="deep-encoder / 1-layer-decoder AR run directory")
@@ -326,6 +352,11 @@ def main(argv=None) -> int:
   )
   parser.add_argument("--json", help="also write the results there")
   args = parser.parse_args(argv)
+  if args.single_thread:
+    import torch
+
+    torch.set_num_threads(1)
+    args.torch_threads = 1
   if args.frontier:
     return frontier(args)
   if args.nar:

@@ -1,5 +1,6 @@
 """Smoke test: the throughput benchmark runs end to end on small sizes and prints its ratios."""
 
+import json
 import re
 import subprocess
 import sys
@@ -66,8 +67,7 @@ def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_pa
     "1,2",
     "--out",
     str(tmp_path),
-    "--torch-threads",
-    "1",
+    "--single-thread",
     timeout=900,
   )
   for family, decoder in (
@@ -87,7 +87,10 @@ def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_pa
   assert out.count("] |") >= 6
   assert re.search(r"GEMM \[512x512\] x \[512x512\]: XLA [\d.]+ GF/s, PyTorch [\d.]+ GF/s", out)
   assert (tmp_path / "frontier.png").stat().st_size > 10_000
-  assert (tmp_path / "frontier.json").is_file()
+  saved = json.loads((tmp_path / "frontier.json").read_text())
+  # --single-thread reaches XLA before jax is imported, and is recorded with the results.
+  assert saved["single_thread"] is True
+  assert "--xla_cpu_multi_thread_eigen=false" in saved["xla_flags"]
 
 
 def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():

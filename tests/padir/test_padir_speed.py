@@ -149,3 +149,25 @@ def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
       (t_full, p_full), (t_one, p_one) = full(rows, key), one(rows, key)
       np.testing.assert_array_equal(np.asarray(t_one), np.asarray(t_full))
       assert float(p_one) == float(p_full)
+
+
+def test_gc_paused_stops_the_collector_inside_and_restores_it_after():
+  """Latencies are timed with the cyclic collector off (as timeit does); the caller's setting
+  comes back, also when the timed code raises."""
+  import gc
+
+  assert gc.isenabled()
+  with speed.gc_paused():
+    assert not gc.isenabled()
+  assert gc.isenabled()
+  with pytest.raises(RuntimeError):
+    with speed.gc_paused():
+      raise RuntimeError("boom")
+  assert gc.isenabled()
+  gc.disable()
+  try:
+    with speed.gc_paused():
+      assert not gc.isenabled()
+    assert not gc.isenabled()  # a caller that had it off keeps it off
+  finally:
+    gc.enable()
