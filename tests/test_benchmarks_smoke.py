@@ -107,7 +107,8 @@ def test_unmasking_tiny_prints_each_samplers_ratio_overhead_and_the_gemm_ceiling
   for B in (8, 16):
     for name in ("ancestral random", "ancestral confidence", "parallel S=4 cosine confidence"):
       assert re.search(
-        rf"{re.escape(name)}\s+{B} \|\s+[\d.]+\s+[\d.]+\s+[\d.]+x \|\s+-?[\d.]+%", out
+        rf"{re.escape(name)}\s+{B} \|\s+[\d.]+\s+[\d.]+\s+[\d.]+x \|\s+-?[\d.]+% \|\s+-?[\d.]+%",
+        out,
       ), out
     assert re.search(rf"glauber \(n steps\)\s+{B} \|", out), out
     assert re.search(
