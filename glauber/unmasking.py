@@ -201,8 +201,15 @@ def unmask_step(
   else:  # rows come in order already
     sites_BA, valid_BA, logits_BAV = sites_BQ[:, :most], valid_BQ[:, :most], logits_BQV[:, :most]
   reveal_BA = valid_BA & (jnp.arange(most) < k)[None]
-  logp_BAC = chains.tempered_logprobs(spec, logits_BAV)
-  new_BA = spec.candidates_C[draws.categorical(k_draw, logp_BAC)]
+  if 0 < spec.temperature < math.inf and not spec.top_k and spec.top_p >= 1.0:
+    # In vocabulary space, non-candidates at zero mass: the same law (and, candidates in
+    # vocabulary order, the same uniform picks the same token up to the CDF's float rounding)
+    # without gathering C columns and a second softmax at every drawn row.
+    z_BAV = jnp.where(spec.index_V >= 0, logits_BAV / jnp.float32(spec.temperature), -jnp.inf)
+    new_BA = draws.categorical(k_draw, z_BAV)
+  else:
+    logp_BAC = chains.tempered_logprobs(spec, logits_BAV)
+    new_BA = spec.candidates_C[draws.categorical(k_draw, logp_BAC)]
   old_BA = jnp.take_along_axis(free_BN, sites_BA, axis=1)
   return blocks.write_block(tokens_BL, spec.offset + sites_BA, jnp.where(reveal_BA, new_BA, old_BA))
 
