@@ -7,7 +7,11 @@ configs/padir_reorder_ar.py's run.
     python train.py --config configs/padir_reorder_recipe.py --workdir runs/padir_reorder_recipe
 
 Target: within 1 BLEU of the AR's greedy decoding at no more training wall-clock. Time and
-result: to be filled.
+result (2026-11-25, 2 cores at nice -10; short tests and the fresh-clone suite beside it at lower
+priority): 11 min 44 s for the 1,000 steps; validation BLEU 0.5 / 4.1 / 10.5 / 14.9 at steps
+250-1,000 (the AR: 40.7 at its step 1,000, 45.8 at 1,500), token loss 0.99 (AR 0.24), length
+exact 0.41 and within 2 tokens 0.98. Far short of the target, and the lengths are not the
+reason: the tokens are (README, PaDIR, "Training recipe").
 """
 
 import ml_collections
