@@ -225,7 +225,9 @@ def frontier(args) -> int:
   passes = tuple(int(x) for x in args.passes.split(","))
   plan = []
   for family, name, model, tok, config in runs:
-    if family == "PaDIR":
+    if family == "PaDIR" and model.cfg.ctc_upsample:
+      decoders = speed.ctc_decoders(passes, (0, args.trim))
+    elif family == "PaDIR":
       decoders = speed.frontier_decoders(
         lengths, passes, (0, args.trim), args.variant, args.row_stop, not args.two_calls
       )

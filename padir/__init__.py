@@ -8,7 +8,8 @@ Modules, bottom up:
   corpus as array_record files; the only module that loads tensorflow_datasets), tokenizer
   (SentencePiece with fixed special ids), vocab (a config's vocabulary, trained once);
 - model (flax.nnx Transformer, the AR KV cache), losses (noising rule, multi-stage loss),
-  refinement (PaDIR decoding: the released decoder's rules, options beyond them), decode
+  refinement (PaDIR decoding: the released decoder's rules, options beyond them), ctc (CTC
+  over an upsampled decoder: loss, collapse, decoding; model.ctc_upsample), decode
   (greedy and beam AR; re-exports refine), metrics (SacreBLEU, chrF, stutter), evaluate
   (translation, validation loss and BLEU during training), attention (attention statistics of
   stutter vs other adjacent pairs), speed (latency and throughput of the decoders);
@@ -31,6 +32,7 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
   W  beams per source (beam_size); E ranked extensions of the beams (2W); U the W finished
      slots and the E extensions together
   M  rows decoded together: B sources x G candidates, or x W beams
+  A  alignment slots of a CTC decoder (ctc): k x source positions
   P  pairs of a corpus (data.bucket_batches), sentences of a split (speed, jobs/evaluate)
   X  samples of an attention statistic: adjacent position pairs, x 2 directions for the
      self-attention ones (attention)

@@ -13,7 +13,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from padir import data, decode, metrics, refinement
+from padir import ctc, data, decode, metrics, refinement
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
@@ -21,6 +21,11 @@ from padir import tokenizer as tokenizer_lib
 @functools.partial(nnx.jit, static_argnames=("options",))
 def _refine(model, inputs_BS, key, options: refinement.RefineOptions):
   return refinement.refine(model, inputs_BS, key, options)["tokens"]
+
+
+@functools.partial(nnx.jit, static_argnames=("num_passes",))
+def _ctc(model, inputs_BS, num_passes):
+  return ctc.decode(model, inputs_BS, num_passes)["tokens"]
 
 
 @nnx.jit
@@ -68,7 +73,8 @@ def translate(
   `refinement.RefineOptions` defaults, stutter reset to the initial noise, those positions
   dropped, summed score, early stop), as a named variant of it (`refinement.VARIANTS`), or, with
   decoder "legacy", as our first decoder did (`refinement.legacy_options(remask_stutter)`,
-  repeated tokens then collapsed when drop_stutter).
+  repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
+  with padir.ctc in at most num_steps passes (num_lengths and decoder do not apply).
   """
   legacy = decoder == "legacy"
   if legacy:
@@ -89,6 +95,8 @@ def translate(
       tokens_BT = _beam_search(model, jnp.asarray(inputs_BS), beam_size, length_penalty)
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
+    elif model.cfg.ctc_upsample:
+      tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps)
     else:
       tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start), options)
     for row in np.asarray(tokens_BT)[:n]:
@@ -97,8 +105,10 @@ def translate(
   return out
 
 
-@nnx.jit
-def _predicted_lengths(model, inputs_BS):
+@functools.partial(nnx.jit, static_argnames=("num_passes",))
+def _predicted_lengths(model, inputs_BS, num_passes=1):
+  if model.cfg.ctc_upsample:
+    return ctc.output_lengths(ctc.decode(model, inputs_BS, num_passes)["tokens"])
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   return jnp.argmax(model.length_logits(enc_BSD, enc_mask_BS), -1)
 
@@ -109,17 +119,20 @@ def length_accuracy(
   sources: Sequence[str],
   references: Sequence[str],
   batch_size: int = 32,
+  num_passes: int = 1,
 ) -> dict[str, float]:
   """How often the length predictor's argmax (an absolute length, also with length offsets) is
   the reference's token length (EOS included, at most max_target_length): exact, within 1 and
-  within 2 tokens; and the sentences counted."""
+  within 2 tokens; and the sentences counted. A CTC model has no length predictor: its output's
+  length after num_passes passes is compared."""
   T = model.cfg.max_target_length
   want = np.array([min(len(tok.encode(r)) + 1, T) for r in references])
   got = []
   for start in range(0, len(sources), batch_size):
     chunk = sources[start : start + batch_size]
     x_BS = encode_batch(tok, chunk, batch_size, model.cfg.max_source_length)
-    got.append(np.asarray(_predicted_lengths(model, jnp.asarray(x_BS)))[: len(chunk)])
+    lengths_B = _predicted_lengths(model, jnp.asarray(x_BS), num_passes)
+    got.append(np.asarray(lengths_B)[: len(chunk)])
   error = np.abs(np.concatenate(got) - want)
   return {
     "exact": float((error == 0).mean()),

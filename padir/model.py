@@ -14,6 +14,8 @@
   attention (queries and keys from the positional embeddings, values from the hidden states;
   Gu et al. 2018), then cross-attention, then the FFN. One forward pass refines all positions.
 - Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
+- ctc_upsample = k > 0 (off by default): the `nar` decoder runs over k x source-length alignment
+  slots and is trained with CTC (padir.ctc); its positional embeddings cover decoder_length.
 
 Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
 Shape letters: the legend in padir/__init__.py (B batch, S source length with [LEN], T target
@@ -67,6 +69,7 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype: "float32" or "bfloat16" (params stay float32)
   vocab_multiple: int = 1  # pad the output projection's vocabulary to a multiple of this
   max_length_offset: int = 0  # 0: absolute length classes; M > 0: offsets -M..+M (docstring)
+  ctc_upsample: int = 0  # k > 0: the nar decoder runs over k x source slots with CTC (padir.ctc)
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -101,6 +104,12 @@ class ModelConfig:
     """The length head's outputs: lengths 0..max_target_length, or offsets -M..+M."""
     M = self.max_length_offset
     return 2 * M + 1 if M else self.max_target_length + 1
+
+  @property
+  def decoder_length(self) -> int:
+    """Decoder positions (learned embeddings): max_target_length, or with ctc_upsample = k the
+    k max_source_length alignment slots if there are more."""
+    return max(self.max_target_length, self.ctc_upsample * self.max_source_length)
 
   @property
   def head_dim(self) -> int:
@@ -353,7 +362,7 @@ class Transformer(nnx.Module):
       normal(rngs.params(), (cfg.max_source_length + 1, cfg.d_model)), **_axes("length", "embed")
     )
     self.target_pos_TD = nnx.Param(
-      normal(rngs.params(), (cfg.max_target_length, cfg.d_model)), **_axes("length", "embed")
+      normal(rngs.params(), (cfg.decoder_length, cfg.d_model)), **_axes("length", "embed")
     )
     self.encoder_layers = nnx.List(
       [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)]

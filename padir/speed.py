@@ -1,7 +1,8 @@
 """Decoding speed: per-sentence latency at batch 1 and throughput at batch 64 (paper Sec. 3.3).
 
 A `Decoder` names one way to translate: PaDIR refinement (num_steps passes at most, num_lengths
-length candidates), AR greedy, or AR beam search. `measure` runs it under jit on sources padded
+length candidates), CTC decoding of a CTC model (padir.ctc; with trim, on sources cut to their
+width: `SourceTrimmed`), AR greedy, or AR beam search. `measure` runs it under jit on sources padded
 to the model's max_source_length (one shape: one compilation) and reports
 
 - compile_s: the wall time of the first call (compilation + one run; a trimmed PaDIR decoder's
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from padir import decode, refinement
+from padir import ctc, decode, refinement
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
 
@@ -54,6 +55,7 @@ class Decoder:
   beam_size: int = 5
   trim: int = 0
   one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
+  passes: int = 1  # kind "ctc": at most this many passes
 
   @property
   def hypotheses(self) -> int:
@@ -61,10 +63,16 @@ class Decoder:
     return {"padir": self.options.num_candidates, "beam": self.beam_size}.get(self.kind, 1)
 
   def check(self, model: model_lib.Transformer) -> None:
-    wanted = "nar" if self.kind == "padir" else "ar"
-    if self.kind not in ("padir", "greedy", "beam", "torch"):
+    wanted = "nar" if self.kind in ("padir", "ctc") else "ar"
+    if self.kind not in ("padir", "ctc", "greedy", "beam", "torch"):
       raise ValueError(
-        f"{self.name}: kind must be 'padir', 'greedy', 'beam' or 'torch', got {self.kind!r}"
+        f"{self.name}: kind must be 'padir', 'ctc', 'greedy', 'beam' or 'torch', got {self.kind!r}"
+      )
+    if (self.kind == "ctc") != bool(model.cfg.ctc_upsample):
+      raise ValueError(
+        f"{self.name}: a {self.kind} decoder "
+        + ("needs" if self.kind == "ctc" else "cannot decode")
+        + f" a CTC model (model.ctc_upsample > 0); this one has {model.cfg.ctc_upsample}"
       )
     if model.cfg.decoder != wanted:
       raise ValueError(
@@ -89,6 +97,11 @@ def _greedy(model, inputs_BS):
 def _beam(model, inputs_BS, beam_size):
   out = decode.beam_search(model, inputs_BS, beam_size)
   return out["tokens"], out["steps"]
+
+
+def _ctc(model, inputs_BS, num_passes):
+  out = ctc.decode(model, inputs_BS, num_passes)
+  return out["tokens"], out["passes"].mean()
 
 
 def pure_jit(fn: Callable, *models: nnx.Module) -> Callable:
@@ -182,6 +195,31 @@ class OneCallTrimmed:
     return self._fn(inputs_BS, key)
 
 
+class SourceTrimmed:
+  """A decoder run on the sources cut to the batch's longest source (PAD excluded) rounded up
+  to a multiple of `multiple`: the columns cut hold PAD in every row, which every attention
+  masks out, so the same tokens for less work (the encoder, the cross-attention and, with
+  CTC, the decoder's slots all scale with the source width). The width is read on the host
+  from the inputs (no device round trip); each width compiles once (`warm` compiles all)."""
+
+  def __init__(self, fn: Callable, max_len: int, multiple: int):
+    self.fn, self.max_len, self.multiple = fn, max_len, multiple
+    self.widths = sorted(
+      {refinement.trimmed_width(n, max_len, multiple) for n in range(1, max_len + 1)}
+    )
+
+  def width(self, inputs_BS) -> int:
+    longest = int((np.asarray(inputs_BS) != tokenizer_lib.PAD_ID).sum(-1).max())
+    return refinement.trimmed_width(max(longest, 1), self.max_len, self.multiple)
+
+  def __call__(self, inputs_BS, key):
+    return self.fn(inputs_BS[:, : self.width(inputs_BS)], key)
+
+  def warm(self, inputs_BS, key) -> None:
+    for w in self.widths:
+      jax.block_until_ready(self.fn(inputs_BS[:, :w], key))
+
+
 def decode_fn(
   model: model_lib.Transformer,
   decoder: Decoder,
@@ -191,6 +229,10 @@ def decode_fn(
   model and method. PaDIR tokens are the output after the options' stutter drop; ar_model: the
   reranker of options.rerank="ar"."""
   decoder.check(model)
+  if decoder.kind == "ctc":
+    passes = decoder.passes
+    fn = pure_jit(lambda m, x, key: _ctc(m, x, passes), model)
+    return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":
     options = decoder.options
     if decoder.trim and decoder.one_call:
@@ -436,6 +478,15 @@ def frontier_decoders(
       one_call=one_call,
     )
     for g in lengths
+    for s in passes
+    for k in trims
+  ]
+
+
+def ctc_decoders(passes: Sequence[int] = (1, 2), trims: Sequence[int] = (0, 8)) -> list[Decoder]:
+  """The CTC model's row of the frontier: at most each number of passes x source trim."""
+  return [
+    Decoder(f"ctc-S{s}" + (f"-trim{k}" if k else ""), "ctc", passes=s, trim=k)
     for s in passes
     for k in trims
   ]

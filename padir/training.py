@@ -36,6 +36,7 @@ from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
 from padir import (
   bible,
+  ctc,
   curves,
   data,
   evaluate,
@@ -159,7 +160,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 def validate_recipe(config: ml_collections.ConfigDict) -> None:
   """The training-recipe options (issue 26), each optional and off when absent: length
-  offsets, glancing, warm start."""
+  offsets, CTC, glancing, warm start."""
   if _has(config, "model.max_length_offset"):
     M = checks.check_int(config, "model.max_length_offset", lo=0)
     if M:
@@ -168,6 +169,27 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         "decode.num_lengths",
         config.decode.num_lengths,
         f"must be at most the 2 x model.max_length_offset + 1 = {2 * M + 1} offset classes",
+      )
+  if _has(config, "model.ctc_upsample"):
+    k = checks.check_int(config, "model.ctc_upsample", lo=0)
+    if k:
+      checks.check(
+        config.model.decoder == "nar",
+        "model.ctc_upsample",
+        k,
+        "CTC is for a PaDIR model (model.decoder='nar'); set model.ctc_upsample=0 for the AR one",
+      )
+      checks.check(
+        not config.model.get("max_length_offset", 0),
+        "model.max_length_offset",
+        config.model.get("max_length_offset", 0),
+        "a CTC model (model.ctc_upsample > 0) predicts no length: set it to 0",
+      )
+      checks.check(
+        not config.loss.get("glancing_ratio", 0.0),
+        "loss.glancing_ratio",
+        config.loss.get("glancing_ratio", 0.0),
+        "glancing with CTC needs the best alignment, not implemented: set it to 0",
       )
   if _has(config, "loss.glancing_ratio"):
     checks.check_float(config, "loss.glancing_ratio", lo=0, hi=1)
@@ -228,6 +250,8 @@ def loss_fn(
   if model.cfg.decoder == "ar":
     return losses.ar_loss(model, batch)
   c = config.loss
+  if model.cfg.ctc_upsample:
+    return ctc.ctc_loss(model, batch, num_stages=c.num_stages, stage_reduction=c.stage_reduction)
   schedule = glancing_schedule(config)
   glancing = None
   if schedule is not None and step is not None:

@@ -83,6 +83,7 @@ VALID = {
   ("model.num_encoder_layers", "0"): "an encoder of embeddings only (an ablation)",
   ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
   ("model.max_length_offset", "0"): "0 = absolute length classes (the paper's)",
+  ("model.ctc_upsample", "0"): "0 = no CTC: the length head and refinement (the paper's)",
   ("loss.glancing_anneal_steps", "0"): "0 = a constant glancing ratio",
   ("init_from", repr(NONSENSE)): "an AR run directory, checked (padir.warm_start) before writing",
   # Real numbers without a sign constraint.

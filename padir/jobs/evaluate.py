@@ -3,13 +3,14 @@
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
-  padir_variants (refinement.VARIANTS) beside it; AR: greedy and
+  padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.ctc): at most each of
+  padir_passes passes, on sources trimmed to multiples of `trim`; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size; PaDIR decodes at trimmed widths
   (speed.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
-- for PaDIR, the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
+- for PaDIR (not CTC), the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
   decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
 Each checkpoint is one resumable cell (cells/); its hypotheses go to hypotheses/ (one line per
 sentence: K_NAME.DECODER.txt, the references as K_NAME.reference.txt, K the checkpoint's place
@@ -88,7 +89,15 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
     )
 
 
-def decoders(config: ml_collections.ConfigDict, kind: str) -> list[speed.Decoder]:
+def decoders(
+  config: ml_collections.ConfigDict, kind: str, ctc: bool = False
+) -> list[speed.Decoder]:
+  """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
+  config.trim), or AR greedy and beam."""
+  if ctc:
+    return [
+      speed.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim) for p in config.padir_passes
+    ]
   if kind == "nar":
     return [
       speed.Decoder(
@@ -165,7 +174,8 @@ def evaluate_checkpoint(
   kind = model.cfg.decoder
   rows, attention_stats = [], None
   _write_lines(rd, hypotheses_file(index, name, "reference"), references)
-  for i, dec in enumerate(decoders(config, kind)):
+  is_ctc = bool(model.cfg.ctc_upsample)
+  for i, dec in enumerate(decoders(config, kind, is_ctc)):
     fn = speed.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)
@@ -196,11 +206,13 @@ def evaluate_checkpoint(
         ],
       }
     )
-    if kind == "nar" and i == 0:
+    if kind == "nar" and i == 0 and not is_ctc:
       attention_stats = analyse_attention(model, dec, inputs_PS, config, key)
   lengths = None
   if kind == "nar":
-    lengths = evaluate.length_accuracy(model, tok, sources, references, config.batch_size)
+    lengths = evaluate.length_accuracy(
+      model, tok, sources, references, config.batch_size, max(config.padir_passes)
+    )
   return {
     "workdir": workdir,
     "name": name,

@@ -1,0 +1,36 @@
+"""PaDIR with CTC over an upsampled decoder (padir.ctc; issue 26, item 4) on the AR teacher's
+translations, warm-started from the teacher: KJV -> Reina-Valera (English -> Spanish).
+
+    python -m padir.bible --out data/bible_en_es        # once
+    python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
+    python train.py --config configs/padir_bible_en_es_ctc_distill.py \
+        --workdir runs/padir_bible_en_es_ctc_distill
+
+Why CTC: with the recipe (configs/padir_bible_en_es_recipe_distill.py) the length head was right
+on 8.4% of test lengths and within 2 tokens on 32%, so most hypotheses were decoded at a wrong
+length before any token was chosen. CTC predicts no length: the decoder runs over 2 x source
+slots (the source tokens repeated, model.ctc_upsample = 2: 98.7% of the distilled pairs fit, the
+rest are left out of the loss) and the alignment decides the length. Two stages, as PaDIR's
+multi-stage loss (stage 2 reads stage 1's argmax alignment); decoding runs at most 2 passes.
+No glancing (it needs the best alignment: not implemented) and no length offsets (no length
+head); the warm start copies the teacher's embeddings, encoder and decoder layers (the slot
+positions start fresh). The distilled corpus is configs/padir_bible_en_es_distill.py's.
+
+Time and result: to be filled (running, 2026-11-25).
+"""
+
+import ml_collections
+
+from configs import padir_bible_en_es_distill
+
+
+def with_ctc(config: ml_collections.ConfigDict, init_from: str, upsample: int = 2):
+  """Turns a PaDIR training config into the CTC one (in place)."""
+  config.model.ctc_upsample = upsample
+  config.decode.num_steps = 2  # at most 2 passes (padir.ctc.decode)
+  config.init_from = init_from
+  return config
+
+
+def get_config() -> ml_collections.ConfigDict:
+  return with_ctc(padir_bible_en_es_distill.get_config(), "runs/padir_bible_en_es_ar")

@@ -1,0 +1,281 @@
+"""CTC over an upsampled decoder (padir.ctc, issue 26 item 4): the collapse rule and the loss
+against brute-force enumeration of every alignment, infeasible targets left out, the decoding
+loop against its passes done by hand, batch invariance, source trimming that changes no token,
+the training job end to end (deterministic, resumed = uninterrupted, warm start), and the config
+checks before anything is written."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from padir_util import tiny_model, tiny_run_config
+
+from configs import padir_bible_en_es
+from gmlm import cli
+from gmlm.checks import ConfigError
+from padir import ctc, speed, training
+from padir import tokenizer as tok_lib
+from padir.jobs import train as train_job
+
+PAD, EOS, BLANK = tok_lib.PAD_ID, tok_lib.EOS_ID, ctc.BLANK_ID
+
+
+def _collapse_by_hand(alignment) -> list[int]:
+  """The CTC rule in plain Python: merge runs of equal slots, drop blanks (and PAD), cut after
+  the first EOS."""
+  out = []
+  for i, a in enumerate(alignment):
+    if a in (BLANK, PAD) or (i and alignment[i - 1] == a):
+      continue
+    out.append(a)
+    if a == EOS:
+      break
+  return out
+
+
+def test_collapse_merges_runs_then_drops_blanks_and_cuts_after_eos():
+  rng = np.random.default_rng(0)
+  choices = np.array([PAD, EOS, BLANK, 7, 8, 9])
+  align_BA = rng.choice(choices, size=(500, 9)).astype(np.int32)
+  align_BA[:3] = [
+    [7, 7, BLANK, 7, 8, 8, EOS, 9, PAD],  # 7 _ 7: two sevens; 8 8: one
+    [BLANK] * 9,  # nothing
+    [9, 9, 9, 9, 9, 9, 9, 9, 9],  # one nine, no EOS
+  ]
+  got = np.asarray(ctc.collapse(jnp.asarray(align_BA), 6))
+  for row, a in zip(got, align_BA):
+    want = _collapse_by_hand(list(a))[:6]
+    assert list(row) == want + [PAD] * (6 - len(want))
+  assert list(got[0]) == [7, 7, 8, EOS, PAD, PAD]
+
+
+def _nll_by_enumeration(logits_AV, target) -> float:
+  """-log of the summed probability of every alignment whose collapse (runs merged, blanks
+  dropped) is the target, over all V^A alignments."""
+  logp_AV = np.asarray(jax.nn.log_softmax(jnp.asarray(logits_AV, jnp.float32), -1), np.float64)
+  A, V = logp_AV.shape
+  total = 0.0
+  for a in itertools.product(range(V), repeat=A):
+    merged = [x for i, x in enumerate(a) if not i or a[i - 1] != x]
+    if [x for x in merged if x != BLANK] == list(target):
+      total += np.exp(sum(logp_AV[i, x] for i, x in enumerate(a)))
+  return -np.log(total)
+
+
+@pytest.mark.parametrize("target", [[6, EOS], [6, 6, EOS], [7, 6, 7], [EOS]])
+def test_ctc_loss_is_minus_log_of_the_alignments_that_collapse_to_the_target(target):
+  A, V, T = 5, 8, 4
+  logits_BAV = jax.random.normal(jax.random.key(len(target) + sum(target)), (1, A, V)) * 2
+  targets_BT = np.full((1, T), PAD, np.int32)
+  targets_BT[0, : len(target)] = target
+  slots_BA = jnp.ones((1, A), bool)
+  loss, feasible_B, nll_B = ctc.stage_loss(logits_BAV, slots_BA, jnp.asarray(targets_BT))
+  want = _nll_by_enumeration(np.asarray(logits_BAV[0]), target)
+  np.testing.assert_allclose(float(nll_B[0]), want, rtol=1e-5)
+  np.testing.assert_allclose(float(loss), want / len(target), rtol=1e-5)
+  assert bool(feasible_B[0])
+
+
+def test_padded_slots_are_not_alignment_positions():
+  """A row with 3 live slots of 5 has the loss of its first 3 slots alone."""
+  logits_BAV = jax.random.normal(jax.random.key(1), (1, 5, 8))
+  slots_BA = jnp.asarray([[True, True, True, False, False]])
+  targets_BT = jnp.asarray([[6, EOS, PAD]])
+  _, _, nll_B = ctc.stage_loss(logits_BAV, slots_BA, targets_BT)
+  want = _nll_by_enumeration(np.asarray(logits_BAV[0, :3]), [6, EOS])
+  np.testing.assert_allclose(float(nll_B[0]), want, rtol=1e-5)
+
+
+def test_a_target_no_alignment_can_produce_is_left_out_and_counted():
+  # 3 slots: [6, EOS] needs 2, [6, 6, EOS] needs 4 (a blank between the sixes).
+  targets_BT = jnp.asarray([[6, EOS, PAD], [6, 6, EOS]])
+  np.testing.assert_array_equal(ctc.needed_slots(targets_BT), [2, 4])
+  logits_BAV = jax.random.normal(jax.random.key(2), (2, 3, 8))
+  loss, feasible_B, nll_B = ctc.stage_loss(logits_BAV, jnp.ones((2, 3), bool), targets_BT)
+  np.testing.assert_array_equal(feasible_B, [True, False])
+  np.testing.assert_allclose(float(loss), float(nll_B[0]) / 2, rtol=1e-6)
+
+
+def _ctc_model(k=2, **kw):
+  return tiny_model(vocab_size=24, max_source_length=6, max_target_length=8, ctc_upsample=k, **kw)
+
+
+def _sources(B=5, S=6, seed=0) -> np.ndarray:
+  rng = np.random.default_rng(seed)
+  x = np.full((B, S), PAD, np.int32)
+  for b in range(B):
+    n = rng.integers(1, S + 1)
+    x[b, : n - 1] = rng.integers(tok_lib.NUM_SPECIAL, 24, n - 1)
+    x[b, n - 1] = EOS
+  return x
+
+
+def test_decoding_is_its_passes_done_by_hand_and_stops_at_a_fixed_point():
+  model = _ctc_model()
+  x_BS = jnp.asarray(_sources())
+  enc_BSD, mask_BS = model.encode(x_BS)
+  x_BA = jnp.repeat(x_BS, 2, axis=1)
+  slots_BA = x_BA != PAD
+  alignments = []
+  for _ in range(3):
+    logits_BAV = model.decode(x_BA, enc_BSD, mask_BS)
+    banned = np.isin(np.arange(24), [PAD, tok_lib.BOS_ID, tok_lib.LEN_ID])
+    x_BA = jnp.where(slots_BA, jnp.argmax(jnp.where(banned, -jnp.inf, logits_BAV), -1), PAD)
+    alignments.append(np.asarray(x_BA))
+  out = ctc.decode(model, x_BS, num_passes=3)
+  np.testing.assert_array_equal(out["alignment"], alignments[-1])
+  want = [_collapse_by_hand(list(a))[:8] for a in alignments[-1]]
+  assert [list(r[r != PAD]) for r in np.asarray(out["tokens"])] == want
+  # A row's passes: until one left its alignment unchanged (or 3).
+  for b, p in enumerate(np.asarray(out["passes"])):
+    changed = [not np.array_equal(alignments[t][b], alignments[t - 1][b]) for t in (1, 2)]
+    assert p == (2 if not changed[0] else 3)
+  one = ctc.decode(model, x_BS, num_passes=1)
+  np.testing.assert_array_equal(one["alignment"], alignments[0])
+  np.testing.assert_array_equal(one["passes"], 1)
+  # Slots never hold PAD, BOS or [LEN]; the blank is allowed.
+  live = alignments[0][np.asarray(slots_BA)]
+  assert not np.isin(live, [PAD, tok_lib.BOS_ID, tok_lib.LEN_ID]).any()
+
+
+def test_a_row_decodes_the_same_alone_and_in_a_padded_batch():
+  model = _ctc_model()
+  x_BS = _sources(B=6, seed=3)
+  batch = np.asarray(ctc.decode(model, jnp.asarray(x_BS), 2)["tokens"])
+  for b in range(6):
+    alone = np.asarray(ctc.decode(model, jnp.asarray(x_BS[b : b + 1]), 2)["tokens"])
+    np.testing.assert_array_equal(alone[0], batch[b])
+
+
+def test_source_trimming_changes_no_token_and_compiles_each_width_once():
+  model = _ctc_model()
+  x_BS = _sources(B=8, seed=4)
+  full = speed.decode_fn(model, speed.Decoder("ctc", "ctc", passes=2))
+  trimmed = speed.decode_fn(model, speed.Decoder("ctc-trim2", "ctc", passes=2, trim=2))
+  assert isinstance(trimmed, speed.SourceTrimmed) and trimmed.widths == [2, 4, 6]
+  key = jax.random.key(0)
+  for b in range(8):
+    row = x_BS[b : b + 1]
+    assert trimmed.width(row) == -(-int((row != PAD).sum()) // 2) * 2
+    np.testing.assert_array_equal(trimmed(row, key)[0], full(row, key)[0])
+  np.testing.assert_array_equal(trimmed(x_BS, key)[0], full(x_BS, key)[0])
+
+
+def test_the_ctc_decoder_refuses_a_model_of_the_other_kind():
+  with pytest.raises(ValueError, match="needs a CTC model"):
+    speed.decode_fn(tiny_model(), speed.Decoder("ctc", "ctc"))
+  with pytest.raises(ValueError, match="cannot decode a CTC model"):
+    speed.decode_fn(_ctc_model(), speed.Decoder("padir", "padir"))
+
+
+def test_stage_two_reads_stage_ones_argmax_and_no_gradient_crosses_it():
+  model = _ctc_model(k=2)
+  x_BS = _sources(B=4, seed=5)
+  targets_BT = jnp.asarray(_sources(B=4, S=8, seed=6))
+  batch = {"inputs": jnp.asarray(x_BS), "targets": targets_BT}
+  total, aux = ctc.ctc_loss(model, batch, num_stages=2)
+  one, _ = ctc.ctc_loss(model, batch, num_stages=1)
+  np.testing.assert_allclose(float(aux["stage1_loss"]), float(one), rtol=1e-6)
+  # Stage 2 by hand: the decoder on stage 1's argmax alignment.
+  enc_BSD, mask_BS = model.encode(batch["inputs"])
+  x_BA = jnp.repeat(batch["inputs"], 2, axis=1)
+  slots_BA = x_BA != PAD
+  first = ctc.slot_argmax(model.decode(x_BA, enc_BSD, mask_BS), slots_BA)
+  second, _, _ = ctc.stage_loss(model.decode(first, enc_BSD, mask_BS), slots_BA, targets_BT)
+  np.testing.assert_allclose(float(aux["stage2_loss"]), float(second), rtol=1e-5)
+  np.testing.assert_allclose(float(total), (float(one) + float(second)) / 2, rtol=1e-5)
+  from flax import nnx
+
+  grads = nnx.grad(lambda m: ctc.ctc_loss(m, batch)[0])(model)
+  assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads))
+
+
+def _ctc_config(corpus_dir, steps=4, **train):
+  c = tiny_run_config(corpus_dir, steps, **train)
+  c.model.ctc_upsample = 2
+  c.decode.num_steps = 2
+  return c
+
+
+@pytest.mark.slow  # three tiny trainings with translation (CTC step and decode compiles)
+def test_a_ctc_run_trains_translates_and_resumes_exactly(toy_corpus, tmp_path, monkeypatch):
+  config = _ctc_config(toy_corpus, steps=4)
+  config.decode.num_examples = 4
+
+  class Killed(Exception):
+    pass
+
+  class KilledAfterStep2(training.Checkpoints):
+    def save(self, step, items, **kwargs):
+      saved = super().save(step, items, **{**kwargs, "wait": True})
+      if step == 2:
+        raise Killed
+      return saved
+
+  interrupted, straight = str(tmp_path / "a"), str(tmp_path / "b")
+  with monkeypatch.context() as m:
+    m.setattr(training, "Checkpoints", KilledAfterStep2)
+    with pytest.raises(Killed):
+      train_job.run(config, interrupted)
+  last = train_job.run(config, interrupted)
+  train_job.run(config, straight)
+  read = lambda w: [json.loads(x) for x in open(os.path.join(w, "metrics.jsonl"))]
+  a = [r for r in read(interrupted) if r["step"] == 4 and "train_loss" in r][0]
+  b = [r for r in read(straight) if r["step"] == 4 and "train_loss" in r][0]
+  assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+  assert {"train_stage1_loss", "train_stage2_loss", "train_ctc_infeasible"} <= set(a)
+  assert 0 <= last["valid_length_accuracy"] <= last["valid_length_within2"] <= 1
+  assert 0 <= last["valid_bleu"] <= 100 and np.isfinite(last["valid_loss"])
+
+
+@pytest.mark.slow  # a tiny AR training, then a CTC model warm-started from it
+def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fresh(
+  toy_corpus, tmp_path
+):
+  from flax import nnx
+
+  from padir import model as model_lib
+  from padir import restore, warm_start
+
+  ar = tiny_run_config(toy_corpus, 2, warmup_steps=1)
+  ar.model.decoder = "ar"
+  train_job.run(ar, str(tmp_path / "ar"))
+  config = _ctc_config(toy_corpus)
+  config.init_from = str(tmp_path / "ar")
+  cfg = model_lib.ModelConfig.from_run_config(config, 40)
+  assert cfg.decoder_length == 32  # 2 x 16 slots, more than the 16 target positions
+  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=0))
+  record = warm_start.apply(model, training.check_warm_start(config))
+  assert "target_pos_TD" in record["fresh"] and "embed_VD" in record["copied"]
+  ar_model, _, _ = restore.load_model(str(tmp_path / "ar"))
+  np.testing.assert_array_equal(
+    np.asarray(model.decoder_layers[0].cross_attention.w_q_DNH[...]),
+    np.asarray(ar_model.decoder_layers[0].cross_attention.w_q_DNH[...]),
+  )
+
+
+@pytest.mark.parametrize(
+  "change, key, match",
+  [
+    (lambda c: c.model.update(ctc_upsample=-1), "model.ctc_upsample", "must be an integer >= 0"),
+    (lambda c: c.model.update(decoder="ar"), "model.ctc_upsample", "for a PaDIR model"),
+    (lambda c: c.model.update(max_length_offset=4), "model.max_length_offset", "no length"),
+    (lambda c: c.loss.update(glancing_ratio=0.5), "loss.glancing_ratio", "best alignment"),
+  ],
+)
+def test_bad_ctc_settings_are_refused_in_one_line_before_the_workdir_exists(
+  tmp_path, change, key, match
+):
+  config = padir_bible_en_es.get_config()
+  config.model.ctc_upsample = 2
+  change(config)
+  with pytest.raises(ConfigError, match=rf"^config\.{key}=.*{match}") as e:
+    cli.run(config, str(tmp_path / "run"), "train.py")
+  assert "\n" not in str(e.value)
+  assert not (tmp_path / "run").exists()
