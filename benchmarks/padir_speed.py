@@ -230,7 +230,7 @@ def frontier(args) -> int:
   plan = []
   for family, name, model, tok, config in runs:
     if family == "PaDIR" and model.cfg.ctc_upsample:
-      decoders = speed.ctc_decoders(passes, (0, args.trim))
+      decoders = speed.ctc_decoders(passes, (0, args.trim), args.blank_penalty)
     elif family == "PaDIR":
       decoders = speed.frontier_decoders(
         lengths, passes, (0, args.trim), args.variant, args.row_stop, not args.two_calls
@@ -330,6 +330,12 @@ def main(argv=None) -> int:
   parser.add_argument("--lengths", default="1,2,5", help="--frontier: PaDIR length candidates")
   parser.add_argument("--passes", default="1,2,4", help="--frontier: PaDIR passes at most")
   parser.add_argument("--trim", type=int, default=8, help="--frontier: the trimmed rows' multiple")
+  parser.add_argument(
+    "--blank-penalty",
+    type=float,
+    default=0.0,
+    help="--frontier: a CTC run's decoders lower the blank's logit by this (padir.ctc.decode)",
+  )
   parser.add_argument("--variant", default="length-prior-reset", help="--frontier: PaDIR variant")
   parser.add_argument("--out", default=".", help="--frontier: where frontier.png / .json go")
   parser.add_argument(

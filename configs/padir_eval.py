@@ -43,6 +43,9 @@ def get_config() -> ml_collections.ConfigDict:
   # (padir.speed.Trimmed: the same tokens, less work; each width compiles once); 0: always at
   # max_target_length.
   c.trim = 8
+  # CTC models (padir.ctc): the blank's logit lowered by this at every slot (longer outputs;
+  # 0 = the model's argmax). Choose it on the valid split (README, PaDIR: CTC).
+  c.ctc_blank_penalty = 0.0
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

@@ -17,6 +17,14 @@ argmax without gradient and the loss is the mean over stages; in decoding the pa
 a pass leaves every row's alignment unchanged (a pass is a deterministic function of its input,
 so a row at a fixed point stays there and the batch's other rows do not change its result).
 
+Glancing over the best alignment (Gu & Kong 2021, GLAT with CTC; `glancing` ratio, off by
+default): a first pass on the upsampled source, without gradient; its best alignment to the
+target (`best_alignment`, Viterbi: the alignment that collapses to the target with the largest
+summed slot log-probability); N = floor(ratio x the Hamming distance between the first pass's
+slot argmax and that alignment) slots, uniform among the row's slots, then read the alignment's
+token (the blank as [MASK], which is the blank) instead of the source token; the CTC loss of the
+stages runs from there over every slot (CTC scores whole alignments, so no slot is left out).
+
 A target that no alignment of its source's slots can produce (more tokens, plus one blank
 between each pair of equal neighbours, than slots) has probability 0: it is left out of the loss
 and counted (aux "ctc_infeasible"). Shape letters: padir/__init__.py; A alignment slots.
@@ -46,12 +54,14 @@ def upsample(inputs_BS: Array, k: int) -> Array:
   return jnp.repeat(inputs_BS, k, axis=1)
 
 
-def slot_argmax(logits_BAV: Array, slots_BA: Array) -> Array:
-  """[B, A] each slot's most probable token or blank (PAD, BOS, [LEN] banned); PAD outside the
-  slots."""
+def slot_argmax(logits_BAV: Array, slots_BA: Array, blank_penalty: float = 0.0) -> Array:
+  """[B, A] each slot's most probable token or blank (PAD, BOS, [LEN] banned; the blank's logit
+  lowered by blank_penalty, decoding's length control); PAD outside the slots."""
   V = logits_BAV.shape[-1]
   banned_V = np.isin(np.arange(V), NEVER_AT_SLOT)
-  bias_V = jnp.asarray(np.where(banned_V, -np.inf, 0.0), logits_BAV.dtype)
+  bias_V = np.where(banned_V, -np.inf, 0.0)
+  bias_V[BLANK_ID] = -blank_penalty
+  bias_V = jnp.asarray(bias_V, logits_BAV.dtype)
   best_BA = jnp.argmax(logits_BAV + bias_V, axis=-1).astype(jnp.int32)
   return jnp.where(slots_BA, best_BA, tokenizer_lib.PAD_ID)
 
@@ -93,6 +103,84 @@ def stage_loss(logits_BAV: Array, slots_BA: Array, targets_BT: Array) -> tuple[A
   return jnp.where(feasible_B, nll_B, 0.0).sum() / denom, feasible_B, nll_B
 
 
+def extended_labels(targets_BT: Array) -> Array:
+  """[B, 2T + 1] the target with a blank before, between and after its tokens (PAD tokens
+  stay PAD): position 2j + 1 holds token j, the even positions the blank."""
+  B, T = targets_BT.shape
+  ext = jnp.full((B, 2 * T + 1), BLANK_ID, targets_BT.dtype)
+  return ext.at[:, 1::2].set(targets_BT)
+
+
+def best_alignment(logits_BAV: Array, slots_BA: Array, targets_BT: Array) -> tuple[Array, Array]:
+  """Viterbi over the CTC lattice: (a* [B, A], its summed log-probability [B]). a* is the
+  alignment of the row's slots (a prefix of the A positions; PAD after) that collapses to the
+  target (`collapse`) with the largest sum of slot log-probabilities (log_softmax of the logits,
+  the tokens `slot_argmax` bans excluded). A row whose target needs more slots than it has gets
+  score -inf and an alignment of blanks (its glancing reveals nothing)."""
+  B, A, V = logits_BAV.shape
+  banned_V = np.isin(np.arange(V), NEVER_AT_SLOT)
+  bias_V = jnp.asarray(np.where(banned_V, -np.inf, 0.0), jnp.float32)
+  logp_BAV = jax.nn.log_softmax(logits_BAV.astype(jnp.float32) + bias_V, axis=-1)
+  ext_BE = extended_labels(targets_BT)
+  E = ext_BE.shape[1]
+  U_B = (targets_BT != tokenizer_lib.PAD_ID).sum(-1)
+  emit_ABE = jnp.take_along_axis(logp_BAV, ext_BE[:, None, :], axis=-1).swapaxes(0, 1)
+  e_E = jnp.arange(E)
+  in_path_BE = e_E[None] <= 2 * U_B[:, None]
+  # A skip (e - 2 -> e) is allowed into a token position whose token differs from the one two
+  # back (no skipping the blank between two equal tokens).
+  ext_prev2_BE = jnp.pad(ext_BE, ((0, 0), (2, 0)), constant_values=BLANK_ID)[:, :E]
+  skip_BE = (e_E[None] % 2 == 1) & (e_E[None] >= 2) & (ext_BE != ext_prev2_BE)
+  neg = jnp.float32(-jnp.inf)
+  start_BE = jnp.where((e_E[None] <= 1) & in_path_BE, emit_ABE[0], neg)
+  live_AB = slots_BA.swapaxes(0, 1)
+
+  def step(delta_BE, x):
+    emit_BE, live_B = x
+    stay, one = delta_BE, jnp.pad(delta_BE, ((0, 0), (1, 0)), constant_values=neg)[:, :E]
+    two = jnp.where(skip_BE, jnp.pad(delta_BE, ((0, 0), (2, 0)), constant_values=neg)[:, :E], neg)
+    cand_BE3 = jnp.stack([stay, one, two], axis=-1)
+    back_BE = jnp.argmax(cand_BE3, axis=-1).astype(jnp.int8)
+    new_BE = jnp.where(in_path_BE, cand_BE3.max(-1) + emit_BE, neg)
+    new_BE = jnp.where(live_B[:, None], new_BE, delta_BE)
+    back_BE = jnp.where(live_B[:, None], back_BE, jnp.int8(0))  # a padded slot: stay
+    return new_BE, back_BE
+
+  last_BE, back_ABE = jax.lax.scan(step, start_BE, (emit_ABE[1:], live_AB[1:]))
+  end_tok = jnp.take_along_axis(last_BE, jnp.maximum(2 * U_B - 1, 0)[:, None], axis=1)[:, 0]
+  end_blank = jnp.take_along_axis(last_BE, (2 * U_B)[:, None], axis=1)[:, 0]
+  end_B = jnp.where((end_tok > end_blank) & (U_B > 0), 2 * U_B - 1, 2 * U_B).astype(jnp.int32)
+  score_B = jnp.maximum(end_tok, end_blank)
+
+  def back(e_B, back_BE):
+    prev_B = e_B - jnp.take_along_axis(back_BE, e_B[:, None], axis=1)[:, 0].astype(jnp.int32)
+    return prev_B, e_B
+
+  first_B, path_AB = jax.lax.scan(back, end_B, back_ABE, reverse=True)
+  path_BA = jnp.concatenate([first_B[:, None], path_AB.swapaxes(0, 1)], axis=1)
+  align_BA = jnp.take_along_axis(ext_BE, path_BA, axis=1)
+  feasible_B = jnp.isfinite(score_B)
+  align_BA = jnp.where(feasible_B[:, None], align_BA, BLANK_ID)
+  return jnp.where(slots_BA, align_BA, tokenizer_lib.PAD_ID), score_B
+
+
+def glance(
+  key: Array, logits_BAV: Array, slots_BA: Array, targets_BT: Array, x_BA: Array, ratio: Array
+) -> tuple[Array, Array]:
+  """Glancing over the best alignment (module docstring): (the new decoder input, the revealed
+  slots [B, A]). No gradient flows through the first pass's logits."""
+  logits_BAV = jax.lax.stop_gradient(logits_BAV)
+  best_BA, score_B = best_alignment(logits_BAV, slots_BA, targets_BT)
+  pred_BA = slot_argmax(logits_BAV, slots_BA)
+  distance_B = ((pred_BA != best_BA) & slots_BA).sum(-1)
+  distance_B = jnp.where(jnp.isfinite(score_B), distance_B, 0)
+  num_B = jnp.floor(ratio * distance_B.astype(jnp.float32)).astype(jnp.int32)
+  score_BA = jnp.where(slots_BA, jax.random.uniform(key, slots_BA.shape), jnp.inf)
+  rank_BA = jnp.argsort(jnp.argsort(score_BA, axis=-1), axis=-1)
+  revealed_BA = (rank_BA < num_B[:, None]) & slots_BA
+  return jnp.where(revealed_BA, best_BA, x_BA), revealed_BA
+
+
 def output_lengths(tokens_BT: Array) -> Array:
   """[B] tokens of collapsed outputs (EOS included)."""
   return (tokens_BT != tokenizer_lib.PAD_ID).sum(-1)
@@ -104,10 +192,14 @@ def ctc_loss(
   *,
   num_stages: int = 2,
   stage_reduction: str = "mean",
+  glancing: Array | float | None = None,
+  key: Array | None = None,
 ) -> tuple[Array, dict[str, Array]]:
   """The multi-stage CTC loss of a model with ctc_upsample = k > 0 (module docstring); aux:
   each stage's loss, the share of infeasible rows, and the last stage's collapsed output's
-  length accuracy (exact, within 1 and 2 tokens: the same keys as the length head's)."""
+  length accuracy (exact, within 1 and 2 tokens: the same keys as the length head's).
+  glancing (None: off): the ratio of glancing over the best alignment, which draws its slots
+  from `key`; aux then has glance_ratio and glance_revealed (revealed slots per target token)."""
   k = model.cfg.ctc_upsample
   if k < 1:
     raise ValueError("ctc_loss needs a model with ctc_upsample >= 1")
@@ -119,6 +211,14 @@ def ctc_loss(
   x_BA = upsample(inputs_BS, k)
   slots_BA = x_BA != tokenizer_lib.PAD_ID
   aux, total = {}, 0.0
+  if glancing is not None:
+    if key is None:
+      raise ValueError("glancing draws its slots from a key: pass key=")
+    first_BAV = jax.lax.stop_gradient(model.decode(x_BA, None, enc_mask_BS, fixed))
+    x_BA, revealed_BA = glance(key, first_BAV, slots_BA, targets_BT, x_BA, glancing)
+    tokens = jnp.maximum((targets_BT != tokenizer_lib.PAD_ID).sum(), 1)
+    aux["glance_ratio"] = jnp.asarray(glancing, jnp.float32)
+    aux["glance_revealed"] = revealed_BA.sum() / tokens
   for s in range(1, num_stages + 1):
     logits_BAV = model.decode(x_BA, None, enc_mask_BS, fixed)
     loss, feasible_B, _ = stage_loss(logits_BAV, slots_BA, targets_BT)
@@ -142,10 +242,13 @@ def ctc_loss(
   return total, aux
 
 
-def decode(model: model_lib.Transformer, inputs_BS: Array, num_passes: int = 1) -> dict[str, Array]:
+def decode(
+  model: model_lib.Transformer, inputs_BS: Array, num_passes: int = 1, blank_penalty: float = 0.0
+) -> dict[str, Array]:
   """CTC decoding (module docstring): tokens [B, max_target_length] (PAD after the first EOS),
   passes [B] (the passes run while the row was live: until one left its alignment unchanged, at
-  most num_passes) and the last alignment [B, k S]."""
+  most num_passes) and the last alignment [B, k S]. blank_penalty > 0 lowers the blank's logit
+  at every slot (longer outputs; 0 = the model's argmax)."""
   k = model.cfg.ctc_upsample
   if k < 1:
     raise ValueError("CTC decoding needs a model with ctc_upsample >= 1")
@@ -157,7 +260,7 @@ def decode(model: model_lib.Transformer, inputs_BS: Array, num_passes: int = 1) 
   slots_BA = x_BA != tokenizer_lib.PAD_ID
 
   def one_pass(x_BA):
-    return slot_argmax(model.decode(x_BA, None, enc_mask_BS, fixed), slots_BA)
+    return slot_argmax(model.decode(x_BA, None, enc_mask_BS, fixed), slots_BA, blank_penalty)
 
   def body(state):
     t, x_BA, passes_B, live_B = state

@@ -23,9 +23,9 @@ def _refine(model, inputs_BS, key, options: refinement.RefineOptions):
   return refinement.refine(model, inputs_BS, key, options)["tokens"]
 
 
-@functools.partial(nnx.jit, static_argnames=("num_passes",))
-def _ctc(model, inputs_BS, num_passes):
-  return ctc.decode(model, inputs_BS, num_passes)["tokens"]
+@functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
+def _ctc(model, inputs_BS, num_passes, blank_penalty):
+  return ctc.decode(model, inputs_BS, num_passes, blank_penalty)["tokens"]
 
 
 @nnx.jit
@@ -65,6 +65,7 @@ def translate(
   beam_size: int = 1,
   length_penalty: float = 0.6,
   decoder: str = "paper",
+  blank_penalty: float = 0.0,
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
@@ -74,7 +75,8 @@ def translate(
   dropped, summed score, early stop), as a named variant of it (`refinement.VARIANTS`), or, with
   decoder "legacy", as our first decoder did (`refinement.legacy_options(remask_stutter)`,
   repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
-  with padir.ctc in at most num_steps passes (num_lengths and decoder do not apply).
+  with padir.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
+  (num_lengths and decoder do not apply).
   """
   legacy = decoder == "legacy"
   if legacy:
@@ -96,7 +98,7 @@ def translate(
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
     elif model.cfg.ctc_upsample:
-      tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps)
+      tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps, float(blank_penalty))
     else:
       tokens_BT = _refine(model, jnp.asarray(inputs_BS), jax.random.fold_in(key, start), options)
     for row in np.asarray(tokens_BT)[:n]:
@@ -205,6 +207,7 @@ def validation_translation(
     beam_size=c.get("beam_size", 1),
     length_penalty=c.get("length_penalty", 0.6),
     decoder=c.get("decoder", "paper"),
+    blank_penalty=c.get("blank_penalty", 0.0),
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

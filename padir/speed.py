@@ -56,6 +56,7 @@ class Decoder:
   trim: int = 0
   one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
   passes: int = 1  # kind "ctc": at most this many passes
+  blank_penalty: float = 0.0  # kind "ctc": lowers the blank's logit (padir.ctc.decode)
 
   @property
   def hypotheses(self) -> int:
@@ -99,8 +100,8 @@ def _beam(model, inputs_BS, beam_size):
   return out["tokens"], out["steps"]
 
 
-def _ctc(model, inputs_BS, num_passes):
-  out = ctc.decode(model, inputs_BS, num_passes)
+def _ctc(model, inputs_BS, num_passes, blank_penalty=0.0):
+  out = ctc.decode(model, inputs_BS, num_passes, blank_penalty)
   return out["tokens"], out["passes"].mean()
 
 
@@ -230,8 +231,8 @@ def decode_fn(
   reranker of options.rerank="ar"."""
   decoder.check(model)
   if decoder.kind == "ctc":
-    passes = decoder.passes
-    fn = pure_jit(lambda m, x, key: _ctc(m, x, passes), model)
+    passes, penalty = decoder.passes, decoder.blank_penalty
+    fn = pure_jit(lambda m, x, key: _ctc(m, x, passes, penalty), model)
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":
     options = decoder.options
@@ -483,10 +484,14 @@ def frontier_decoders(
   ]
 
 
-def ctc_decoders(passes: Sequence[int] = (1, 2), trims: Sequence[int] = (0, 8)) -> list[Decoder]:
-  """The CTC model's row of the frontier: at most each number of passes x source trim."""
+def ctc_decoders(
+  passes: Sequence[int] = (1, 2), trims: Sequence[int] = (0, 8), blank_penalty: float = 0.0
+) -> list[Decoder]:
+  """The CTC model's rows of the frontier: at most each number of passes x source trim."""
   return [
-    Decoder(f"ctc-S{s}" + (f"-trim{k}" if k else ""), "ctc", passes=s, trim=k)
+    Decoder(
+      f"ctc-S{s}" + (f"-trim{k}" if k else ""), "ctc", passes=s, trim=k, blank_penalty=blank_penalty
+    )
     for s in passes
     for k in trims
   ]

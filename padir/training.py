@@ -185,12 +185,8 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         config.model.get("max_length_offset", 0),
         "a CTC model (model.ctc_upsample > 0) predicts no length: set it to 0",
       )
-      checks.check(
-        not config.loss.get("glancing_ratio", 0.0),
-        "loss.glancing_ratio",
-        config.loss.get("glancing_ratio", 0.0),
-        "glancing with CTC needs the best alignment, not implemented: set it to 0",
-      )
+  if _has(config, "decode.blank_penalty"):
+    checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
     checks.check_float(config, "loss.glancing_ratio", lo=0, hi=1)
   if _has(config, "loss.glancing_ratio_end"):
@@ -250,12 +246,19 @@ def loss_fn(
   if model.cfg.decoder == "ar":
     return losses.ar_loss(model, batch)
   c = config.loss
-  if model.cfg.ctc_upsample:
-    return ctc.ctc_loss(model, batch, num_stages=c.num_stages, stage_reduction=c.stage_reduction)
   schedule = glancing_schedule(config)
   glancing = None
   if schedule is not None and step is not None:
     glancing = losses.glancing_ratio(step, *schedule)
+  if model.cfg.ctc_upsample:
+    return ctc.ctc_loss(
+      model,
+      batch,
+      num_stages=c.num_stages,
+      stage_reduction=c.stage_reduction,
+      glancing=glancing,
+      key=key,
+    )
   loss, aux = losses.padir_loss(
     model,
     batch,

@@ -4,7 +4,8 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
   padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.ctc): at most each of
-  padir_passes passes, on sources trimmed to multiples of `trim`; AR: greedy and
+  padir_passes passes, on sources trimmed to multiples of `trim`, the blank's logit lowered by
+  ctc_blank_penalty; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
@@ -71,6 +72,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_int(config, key, lo=1)
   checks.check_int(config, "seed", lo=0)
   checks.check_int(config, "trim", lo=0)
+  checks.check_float(config, "ctc_blank_penalty", lo=0)
   checks.check_int(config, "bootstrap_resamples", lo=0)
 
 
@@ -96,7 +98,10 @@ def decoders(
   config.trim), or AR greedy and beam."""
   if ctc:
     return [
-      speed.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim) for p in config.padir_passes
+      speed.Decoder(
+        f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=config.ctc_blank_penalty
+      )
+      for p in config.padir_passes
     ]
   if kind == "nar":
     return [

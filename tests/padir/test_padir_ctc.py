@@ -144,6 +144,23 @@ def test_decoding_is_its_passes_done_by_hand_and_stops_at_a_fixed_point():
   assert not np.isin(live, [PAD, tok_lib.BOS_ID, tok_lib.LEN_ID]).any()
 
 
+def test_the_blank_penalty_lowers_only_the_blanks_logit():
+  model = _ctc_model()
+  x_BS = jnp.asarray(_sources(seed=7))
+  enc_BSD, mask_BS = model.encode(x_BS)
+  x_BA = jnp.repeat(x_BS, 2, axis=1)
+  logits_BAV = model.decode(x_BA, enc_BSD, mask_BS)
+  logits_BAV = logits_BAV.at[:, :, BLANK].add(0.5)  # make blanks common
+  slots_BA = x_BA != PAD
+  for penalty in (0.0, 0.3, 1e9):
+    shifted_BAV = logits_BAV.at[:, :, BLANK].add(-penalty)
+    want = ctc.slot_argmax(shifted_BAV, slots_BA)
+    np.testing.assert_array_equal(ctc.slot_argmax(logits_BAV, slots_BA, penalty), want)
+  assert not (np.asarray(ctc.slot_argmax(logits_BAV, slots_BA, 1e9)) == BLANK).any()
+  out = ctc.decode(model, x_BS, 1, blank_penalty=1e9)
+  assert not (np.asarray(out["alignment"]) == BLANK).any()
+
+
 def test_a_row_decodes_the_same_alone_and_in_a_padded_batch():
   model = _ctc_model()
   x_BS = _sources(B=6, seed=3)
@@ -196,6 +213,108 @@ def test_stage_two_reads_stage_ones_argmax_and_no_gradient_crosses_it():
   assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads))
 
 
+def _best_by_enumeration(logits_AV, target, slots):
+  """(the largest summed slot log-probability of an alignment of the first `slots` slots that
+  collapses to the target, the set of alignments that reach it), over all of them; the banned
+  tokens (PAD, BOS, [LEN]) at -inf as slot_argmax bans them."""
+  A, V = logits_AV.shape
+  bias = np.where(np.isin(np.arange(V), ctc.NEVER_AT_SLOT), -np.inf, 0.0)
+  logp = np.asarray(jax.nn.log_softmax(jnp.asarray(logits_AV + bias, jnp.float32), -1), np.float64)
+  best, arg = -np.inf, []
+  for a in itertools.product(range(V), repeat=slots):
+    if not np.isfinite(logp[np.arange(slots), a]).all():
+      continue
+    merged = [x for i, x in enumerate(a) if not i or a[i - 1] != x]
+    if [x for x in merged if x != BLANK] != list(target):  # exactly, as the loss counts
+      continue
+    score = sum(logp[i, x] for i, x in enumerate(a))
+    if score > best + 1e-9:
+      best, arg = score, [a]
+    elif abs(score - best) <= 1e-9:
+      arg.append(a)
+  return best, arg
+
+
+@pytest.mark.parametrize(
+  "target, slots",
+  [([6, EOS], 5), ([6, 6, EOS], 5), ([7, 6, 7], 4), ([EOS], 3), ([6, 6, 6], 5), ([6, 7], 2)],
+)
+def test_the_best_alignment_is_the_most_probable_one_that_collapses_to_the_target(target, slots):
+  A, V, T = 5, 8, 4
+  logits_AV = np.asarray(jax.random.normal(jax.random.key(sum(target) + slots), (A, V))) * 2
+  targets_BT = np.full((1, T), PAD, np.int32)
+  targets_BT[0, : len(target)] = target
+  slots_BA = jnp.asarray(np.arange(A)[None] < slots)
+  align_BA, score_B = ctc.best_alignment(jnp.asarray(logits_AV)[None], slots_BA, targets_BT)
+  want, argmaxes = _best_by_enumeration(logits_AV, target, slots)
+  np.testing.assert_allclose(float(score_B[0]), want, rtol=1e-5)
+  got = tuple(int(x) for x in np.asarray(align_BA[0]))
+  assert got[:slots] in argmaxes and set(got[slots:]) <= {PAD}
+
+
+def test_a_target_too_long_for_its_slots_has_no_best_alignment():
+  logits_BAV = jax.random.normal(jax.random.key(0), (1, 4, 8))
+  targets_BT = jnp.asarray([[6, 6, 7, EOS]])  # 4 tokens + a blank between the sixes: 5 slots
+  align_BA, score_B = ctc.best_alignment(logits_BAV, jnp.ones((1, 4), bool), targets_BT)
+  assert float(score_B[0]) == -np.inf and (np.asarray(align_BA) == BLANK).all()
+
+
+def test_ctc_glancing_reveals_ratio_times_the_hamming_distance_from_the_best_alignment():
+  rng = np.random.default_rng(0)
+  B, A, V, T = 64, 10, 9, 4
+  logits_BAV = jnp.asarray(rng.normal(size=(B, A, V)) * 3, jnp.float32)
+  targets_BT = rng.choice([6, 7, 8], size=(B, T)).astype(np.int32)
+  targets_BT[:, -1] = EOS
+  targets_BT[::3, 2:] = [EOS, PAD]
+  slots_B = rng.integers(5, A + 1, size=B)
+  slots_BA = jnp.asarray(np.arange(A)[None] < slots_B[:, None])
+  x_BA = jnp.where(slots_BA, 9, PAD).astype(jnp.int32)  # a token no slot predicts: 9 >= V
+  best_BA, score_B = ctc.best_alignment(logits_BAV, slots_BA, jnp.asarray(targets_BT))
+  pred_BA = ctc.slot_argmax(logits_BAV, slots_BA)
+  for ratio in (0.0, 0.3, 0.5, 1.0):
+    new_BA, revealed_BA = ctc.glance(
+      jax.random.key(1), logits_BAV, slots_BA, jnp.asarray(targets_BT), x_BA, ratio
+    )
+    distance_B = np.asarray(((pred_BA != best_BA) & slots_BA).sum(-1))
+    distance_B = np.where(np.isfinite(np.asarray(score_B)), distance_B, 0)
+    np.testing.assert_array_equal(
+      np.asarray(revealed_BA).sum(-1), np.floor(ratio * distance_B).astype(int)
+    )
+    rev = np.asarray(revealed_BA)
+    assert not (rev & ~np.asarray(slots_BA)).any()
+    np.testing.assert_array_equal(np.asarray(new_BA)[rev], np.asarray(best_BA)[rev])
+    np.testing.assert_array_equal(np.asarray(new_BA)[~rev], np.asarray(x_BA)[~rev])
+  assert (distance_B > 0).sum() > B // 2  # the check above is not vacuous
+
+
+def test_no_gradient_flows_through_the_glancing_pass():
+  from flax import nnx
+
+  model = _ctc_model(k=2)
+  x_BS = _sources(B=4, seed=5)
+  batch = {"inputs": jnp.asarray(x_BS), "targets": jnp.asarray(_sources(B=4, S=6, seed=6))}
+  key = jax.random.key(3)
+  total, aux = ctc.ctc_loss(model, batch, num_stages=1, glancing=0.5, key=key)
+  assert float(aux["glance_revealed"]) > 0
+  # By hand: the input the glance gives, then one plain stage from it.
+  enc_BSD, mask_BS = model.encode(batch["inputs"])
+  x_BA = jnp.repeat(batch["inputs"], 2, axis=1)
+  slots_BA = x_BA != PAD
+  first = model.decode(x_BA, enc_BSD, mask_BS)
+  glanced, _ = ctc.glance(key, first, slots_BA, batch["targets"], x_BA, 0.5)
+  want, _, _ = ctc.stage_loss(model.decode(glanced, enc_BSD, mask_BS), slots_BA, batch["targets"])
+  np.testing.assert_allclose(float(total), float(want), rtol=1e-5)
+
+  # The gradient is the second pass's alone: with the glanced input held fixed, the same.
+  def held(m):
+    enc, mask = m.encode(batch["inputs"])
+    return ctc.stage_loss(m.decode(glanced, enc, mask), slots_BA, batch["targets"])[0]
+
+  g_glance = nnx.grad(lambda m: ctc.ctc_loss(m, batch, num_stages=1, glancing=0.5, key=key)[0])
+  for a, b in zip(jax.tree.leaves(g_glance(model)), jax.tree.leaves(nnx.grad(held)(model))):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
 def _ctc_config(corpus_dir, steps=4, **train):
   c = tiny_run_config(corpus_dir, steps, **train)
   c.model.ctc_upsample = 2
@@ -204,9 +323,17 @@ def _ctc_config(corpus_dir, steps=4, **train):
 
 
 @pytest.mark.slow  # three tiny trainings with translation (CTC step and decode compiles)
-def test_a_ctc_run_trains_translates_and_resumes_exactly(toy_corpus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("glancing", [0.0, 0.5])
+def test_a_ctc_run_trains_translates_and_resumes_exactly(
+  toy_corpus, tmp_path, monkeypatch, glancing
+):
   config = _ctc_config(toy_corpus, steps=4)
   config.decode.num_examples = 4
+  config.decode.blank_penalty = 0.5
+  if glancing:
+    config.loss.glancing_ratio = glancing
+    config.loss.glancing_ratio_end = 0.3
+    config.loss.glancing_anneal_steps = 4
 
   class Killed(Exception):
     pass
@@ -230,6 +357,11 @@ def test_a_ctc_run_trains_translates_and_resumes_exactly(toy_corpus, tmp_path, m
   b = [r for r in read(straight) if r["step"] == 4 and "train_loss" in r][0]
   assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
   assert {"train_stage1_loss", "train_stage2_loss", "train_ctc_infeasible"} <= set(a)
+  assert ("train_glance_revealed" in a) == bool(glancing)
+  for step in (1, 2, 3, 4):  # every logged step, not only the last
+    ra = [r for r in read(interrupted) if r["step"] == step and "train_loss" in r]
+    rb = [r for r in read(straight) if r["step"] == step and "train_loss" in r]
+    assert [r["train_loss"] for r in ra[-1:]] == pytest.approx([r["train_loss"] for r in rb[-1:]])
   assert 0 <= last["valid_length_accuracy"] <= last["valid_length_within2"] <= 1
   assert 0 <= last["valid_bleu"] <= 100 and np.isfinite(last["valid_loss"])
 
@@ -266,7 +398,7 @@ def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fres
     (lambda c: c.model.update(ctc_upsample=-1), "model.ctc_upsample", "must be an integer >= 0"),
     (lambda c: c.model.update(decoder="ar"), "model.ctc_upsample", "for a PaDIR model"),
     (lambda c: c.model.update(max_length_offset=4), "model.max_length_offset", "no length"),
-    (lambda c: c.loss.update(glancing_ratio=0.5), "loss.glancing_ratio", "best alignment"),
+    (lambda c: c.loss.update(glancing_ratio=1.5), "loss.glancing_ratio", r"in \[0"),
   ],
 )
 def test_bad_ctc_settings_are_refused_in_one_line_before_the_workdir_exists(
