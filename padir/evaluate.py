@@ -107,10 +107,10 @@ def translate(
   return out
 
 
-@functools.partial(nnx.jit, static_argnames=("num_passes",))
-def _predicted_lengths(model, inputs_BS, num_passes=1):
+@functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
+def _predicted_lengths(model, inputs_BS, num_passes=1, blank_penalty=0.0):
   if model.cfg.ctc_upsample:
-    return ctc.output_lengths(ctc.decode(model, inputs_BS, num_passes)["tokens"])
+    return ctc.output_lengths(ctc.decode(model, inputs_BS, num_passes, blank_penalty)["tokens"])
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   return jnp.argmax(model.length_logits(enc_BSD, enc_mask_BS), -1)
 
@@ -122,18 +122,19 @@ def length_accuracy(
   references: Sequence[str],
   batch_size: int = 32,
   num_passes: int = 1,
+  blank_penalty: float = 0.0,
 ) -> dict[str, float]:
   """How often the length predictor's argmax (an absolute length, also with length offsets) is
   the reference's token length (EOS included, at most max_target_length): exact, within 1 and
   within 2 tokens; and the sentences counted. A CTC model has no length predictor: its output's
-  length after num_passes passes is compared."""
+  length after num_passes passes, decoded with blank_penalty, is compared."""
   T = model.cfg.max_target_length
   want = np.array([min(len(tok.encode(r)) + 1, T) for r in references])
   got = []
   for start in range(0, len(sources), batch_size):
     chunk = sources[start : start + batch_size]
     x_BS = encode_batch(tok, chunk, batch_size, model.cfg.max_source_length)
-    lengths_B = _predicted_lengths(model, jnp.asarray(x_BS), num_passes)
+    lengths_B = _predicted_lengths(model, jnp.asarray(x_BS), num_passes, float(blank_penalty))
     got.append(np.asarray(lengths_B)[: len(chunk)])
   error = np.abs(np.concatenate(got) - want)
   return {

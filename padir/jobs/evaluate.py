@@ -216,7 +216,13 @@ def evaluate_checkpoint(
   lengths = None
   if kind == "nar":
     lengths = evaluate.length_accuracy(
-      model, tok, sources, references, config.batch_size, max(config.padir_passes)
+      model,
+      tok,
+      sources,
+      references,
+      config.batch_size,
+      max(config.padir_passes),
+      config.ctc_blank_penalty if is_ctc else 0.0,
     )
   return {
     "workdir": workdir,

@@ -161,6 +161,35 @@ def test_the_blank_penalty_lowers_only_the_blanks_logit():
   assert not (np.asarray(out["alignment"]) == BLANK).any()
 
 
+def test_the_eval_length_table_of_a_ctc_model_counts_its_outputs_at_the_blank_penalty():
+  from padir import evaluate
+
+  class WordTokenizer:  # one id per word, ids the tiny model knows
+    def encode(self, text):
+      return [7 + i % 5 for i in range(len(text.split()))]
+
+  model = _ctc_model()
+  sources = ["a b c", "a b", "a b c d e", "a"]
+  references = ["x y z w", "x", "x y z w v", "x y"]
+  want = np.array([len(r.split()) + 1 for r in references])
+  x_BS = evaluate.encode_batch(WordTokenizer(), sources, 4, model.cfg.max_source_length)
+  seen = set()
+  for penalty in (0.0, -50.0):  # the random model's blank rarely wins; -50: it wins every slot
+    got = evaluate.length_accuracy(
+      model, WordTokenizer(), sources, references, batch_size=4, blank_penalty=penalty
+    )
+    out = ctc.decode(model, jnp.asarray(x_BS), 1, blank_penalty=penalty)["tokens"]
+    error = np.abs(np.asarray(ctc.output_lengths(out)) - want)
+    assert got == {
+      "exact": (error == 0).mean(),
+      "within1": (error <= 1).mean(),
+      "within2": (error <= 2).mean(),
+      "sentences": 4,
+    }
+    seen.add(tuple(np.asarray(ctc.output_lengths(out))))
+  assert len(seen) == 2  # the penalty changed the lengths, so the check above tells them apart
+
+
 def test_a_row_decodes_the_same_alone_and_in_a_padded_batch():
   model = _ctc_model()
   x_BS = _sources(B=6, seed=3)
