@@ -54,14 +54,18 @@ def upsample(inputs_BS: Array, k: int) -> Array:
   return jnp.repeat(inputs_BS, k, axis=1)
 
 
+def _slot_bias(V: int, blank_penalty: float = 0.0) -> np.ndarray:
+  """[V] added to a slot's logits: -inf at the tokens no slot predicts, -blank_penalty at the
+  blank, 0 elsewhere."""
+  bias_V = np.where(np.isin(np.arange(V), NEVER_AT_SLOT), -np.inf, 0.0)
+  bias_V[BLANK_ID] = -blank_penalty
+  return bias_V
+
+
 def slot_argmax(logits_BAV: Array, slots_BA: Array, blank_penalty: float = 0.0) -> Array:
   """[B, A] each slot's most probable token or blank (PAD, BOS, [LEN] banned; the blank's logit
   lowered by blank_penalty, decoding's length control); PAD outside the slots."""
-  V = logits_BAV.shape[-1]
-  banned_V = np.isin(np.arange(V), NEVER_AT_SLOT)
-  bias_V = np.where(banned_V, -np.inf, 0.0)
-  bias_V[BLANK_ID] = -blank_penalty
-  bias_V = jnp.asarray(bias_V, logits_BAV.dtype)
+  bias_V = jnp.asarray(_slot_bias(logits_BAV.shape[-1], blank_penalty), logits_BAV.dtype)
   best_BA = jnp.argmax(logits_BAV + bias_V, axis=-1).astype(jnp.int32)
   return jnp.where(slots_BA, best_BA, tokenizer_lib.PAD_ID)
 
@@ -118,8 +122,7 @@ def best_alignment(logits_BAV: Array, slots_BA: Array, targets_BT: Array) -> tup
   the tokens `slot_argmax` bans excluded). A row whose target needs more slots than it has gets
   score -inf and an alignment of blanks (its glancing reveals nothing)."""
   B, A, V = logits_BAV.shape
-  banned_V = np.isin(np.arange(V), NEVER_AT_SLOT)
-  bias_V = jnp.asarray(np.where(banned_V, -np.inf, 0.0), jnp.float32)
+  bias_V = jnp.asarray(_slot_bias(V), jnp.float32)
   logp_BAV = jax.nn.log_softmax(logits_BAV.astype(jnp.float32) + bias_V, axis=-1)
   ext_BE = extended_labels(targets_BT)
   E = ext_BE.shape[1]
@@ -175,9 +178,7 @@ def glance(
   distance_B = ((pred_BA != best_BA) & slots_BA).sum(-1)
   distance_B = jnp.where(jnp.isfinite(score_B), distance_B, 0)
   num_B = jnp.floor(ratio * distance_B.astype(jnp.float32)).astype(jnp.int32)
-  score_BA = jnp.where(slots_BA, jax.random.uniform(key, slots_BA.shape), jnp.inf)
-  rank_BA = jnp.argsort(jnp.argsort(score_BA, axis=-1), axis=-1)
-  revealed_BA = (rank_BA < num_B[:, None]) & slots_BA
+  revealed_BA = losses.random_subset(key, slots_BA, num_B)
   return jnp.where(revealed_BA, best_BA, x_BA), revealed_BA
 
 

@@ -150,10 +150,15 @@ def glance(
   pred_BT = jnp.argmax(logits_BTV, axis=-1)
   distance_B = ((pred_BT != targets_BT) & valid_BT).sum(-1)
   num_B = jnp.floor(ratio * distance_B.astype(jnp.float32)).astype(jnp.int32)
-  score_BT = jnp.where(valid_BT, jax.random.uniform(key, targets_BT.shape), jnp.inf)
-  rank_BT = jnp.argsort(jnp.argsort(score_BT, axis=-1), axis=-1)
-  revealed_BT = (rank_BT < num_B[:, None]) & valid_BT
+  revealed_BT = random_subset(key, valid_BT, num_B)
   return jnp.where(revealed_BT, targets_BT, x_BT), revealed_BT
+
+
+def random_subset(key: Array, valid_BT: Array, num_B: Array) -> Array:
+  """[B, T] num_B positions per row, uniform among the row's valid ones (glancing's choice)."""
+  score_BT = jnp.where(valid_BT, jax.random.uniform(key, valid_BT.shape), jnp.inf)
+  rank_BT = jnp.argsort(jnp.argsort(score_BT, axis=-1), axis=-1)
+  return (rank_BT < num_B[:, None]) & valid_BT
 
 
 def multi_stage_loss(
