@@ -46,6 +46,9 @@ def get_config() -> ml_collections.ConfigDict:
   # CTC models (padir.ctc): the blank's logit lowered by this at every slot (longer outputs;
   # 0 = the model's argmax). Choose it on the valid split (README, PaDIR: CTC).
   c.ctc_blank_penalty = 0.0
+  # CTC models: when not empty, the penalty is instead chosen on the valid split from this grid
+  # (highest BLEU, ties to the smaller; the sweep goes to report.md), e.g. (0, 0.5, 1, 1.25, 1.5, 2).
+  c.ctc_blank_penalty_grid = ()
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

@@ -107,6 +107,46 @@ def translate(
   return out
 
 
+def choose_blank_penalty(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  references: Sequence[str],
+  target_lang: str,
+  grid: Sequence[float],
+  *,
+  batch_size: int = 64,
+  num_passes: int = 1,
+) -> dict[str, Any]:
+  """A CTC model's length control chosen on held-out pairs: each penalty of `grid` decodes the
+  sources (`translate`, num_passes passes); the chosen one has the highest SacreBLEU (ties: the
+  smaller penalty). {"chosen", "sweep": [{"penalty", "bleu", "length_ratio"}, ...],
+  "sentences"}; length_ratio = the hypotheses' words over the references' (whitespace words)."""
+  if not model.cfg.ctc_upsample:
+    raise ValueError("choose_blank_penalty: the model is not a CTC model (model.ctc_upsample 0)")
+  ref_words = max(1, sum(len(r.split()) for r in references))
+  sweep = []
+  for penalty in sorted({float(p) for p in grid}):
+    hyps = translate(
+      model,
+      tok,
+      sources,
+      jax.random.key(0),
+      batch_size=batch_size,
+      num_steps=num_passes,
+      blank_penalty=penalty,
+    )
+    sweep.append(
+      {
+        "penalty": penalty,
+        "bleu": metrics.bleu(hyps, references, target_lang).score,
+        "length_ratio": sum(len(h.split()) for h in hyps) / ref_words,
+      }
+    )
+  best = max(sweep, key=lambda r: (r["bleu"], -r["penalty"]))
+  return {"chosen": best["penalty"], "sweep": sweep, "sentences": len(sources)}
+
+
 @functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
 def _predicted_lengths(model, inputs_BS, num_passes=1, blank_penalty=0.0):
   if model.cfg.ctc_upsample:

@@ -5,7 +5,7 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
   padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.ctc): at most each of
   padir_passes passes, on sources trimmed to multiples of `trim`, the blank's logit lowered by
-  ctc_blank_penalty; AR: greedy and
+  ctc_blank_penalty, or chosen on the valid split from ctc_blank_penalty_grid; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
 - speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
@@ -73,6 +73,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "seed", lo=0)
   checks.check_int(config, "trim", lo=0)
   checks.check_float(config, "ctc_blank_penalty", lo=0)
+  grid = checks.get(config, "ctc_blank_penalty_grid")
+  checks.check(
+    isinstance(grid, (tuple, list)), "ctc_blank_penalty_grid", grid, "must be a tuple of numbers"
+  )
+  if grid:
+    checks.check_floats(config, "ctc_blank_penalty_grid", lo=0)
   checks.check_int(config, "bootstrap_resamples", lo=0)
 
 
@@ -92,15 +98,18 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
 
 
 def decoders(
-  config: ml_collections.ConfigDict, kind: str, ctc: bool = False
+  config: ml_collections.ConfigDict,
+  kind: str,
+  ctc: bool = False,
+  blank_penalty: float | None = None,
 ) -> list[speed.Decoder]:
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
-  config.trim), or AR greedy and beam."""
+  config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), or AR greedy
+  and beam."""
   if ctc:
+    penalty = config.ctc_blank_penalty if blank_penalty is None else blank_penalty
     return [
-      speed.Decoder(
-        f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=config.ctc_blank_penalty
-      )
+      speed.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=penalty)
       for p in config.padir_passes
     ]
   if kind == "nar":
@@ -180,7 +189,24 @@ def evaluate_checkpoint(
   rows, attention_stats = [], None
   _write_lines(rd, hypotheses_file(index, name, "reference"), references)
   is_ctc = bool(model.cfg.ctc_upsample)
-  for i, dec in enumerate(decoders(config, kind, is_ctc)):
+  penalty = choice = None
+  if is_ctc:
+    penalty = float(config.ctc_blank_penalty)
+    if config.ctc_blank_penalty_grid:  # chosen on the valid split, then used on `split`
+      held = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
+      held = held[: config.max_sentences or None]
+      choice = evaluate.choose_blank_penalty(
+        model,
+        tok,
+        [s for s, _ in held],
+        [t for _, t in held],
+        d.target_lang,
+        config.ctc_blank_penalty_grid,
+        batch_size=config.batch_size,
+        num_passes=config.padir_passes[0],
+      )
+      penalty = choice["chosen"]
+  for i, dec in enumerate(decoders(config, kind, is_ctc, penalty)):
     fn = speed.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)
@@ -222,7 +248,7 @@ def evaluate_checkpoint(
       references,
       config.batch_size,
       max(config.padir_passes),
-      config.ctc_blank_penalty if is_ctc else 0.0,
+      penalty if is_ctc else 0.0,
     )
   return {
     "workdir": workdir,
@@ -235,6 +261,7 @@ def evaluate_checkpoint(
     "rows": rows,
     "attention": attention_stats,
     "length_accuracy": lengths,
+    "blank_penalty": None if penalty is None else {"used": penalty, "chosen_on_valid": choice},
   }
 
 
@@ -439,6 +466,21 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
         digits=3,
       )
     )
+  for m in models:
+    choice = (m.get("blank_penalty") or {}).get("chosen_on_valid")
+    if choice:
+      parts.append(
+        f"{m['name']} (CTC): blank penalty chosen on {choice['sentences']} valid pairs "
+        f"(highest BLEU, ties to the smaller): **{choice['chosen']:g}**. Length ratio = the "
+        "hypotheses' words over the references'."
+      )
+      parts.append(
+        markdown_table(
+          ["penalty", "valid BLEU", "length ratio"],
+          [[r["penalty"], r["bleu"], r["length_ratio"]] for r in choice["sweep"]],
+          digits=4,
+        )
+      )
   # A legend, not labels at the points: decoders of one model often sit on top of each other.
   fig, ax = plt.subplots(figsize=(7, 3.5))
   for k, m in enumerate(models):

@@ -118,6 +118,95 @@ def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   assert again["models"][1] == ar
 
 
+def _ctc_run(toy_corpus, workdir) -> str:
+  """A CTC run directory as training leaves it, randomly initialized (as `runs`)."""
+  c = _config(toy_corpus, steps=2)
+  c.model.ctc_upsample = 2
+  tok = vocab.prepare_vocabulary(c)
+  model = model_lib.Transformer(
+    model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(1)
+  )
+  RunDir(str(workdir), c).close()
+  ckpt = Checkpoints(os.path.join(str(workdir), restore.CHECKPOINTS))
+  ckpt.save(1, {"params": nnx.state(model, nnx.Param)})
+  ckpt.close()
+  return str(workdir)
+
+
+def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corpus, tmp_path):
+  """With ctc_blank_penalty_grid, the job decodes the valid split at every penalty (BLEU and
+  length ratio recomputed here with evaluate.translate and metrics.bleu), picks the highest
+  BLEU (ties to the smaller penalty), and decodes the test split at it (the hypotheses file is
+  evaluate.translate's at that penalty, and so is the length table); without a grid it uses
+  ctc_blank_penalty."""
+  from padir import data, evaluate
+
+  run = _ctc_run(toy_corpus, tmp_path / "ctc")
+  c = _eval_config([run])
+  c.padir_passes = (1,)
+  c.ctc_blank_penalty_grid = (2.0, 0.0, 0.5)
+  results = eval_job.run(c, str(tmp_path / "eval"))
+  (m,) = results["models"]
+  choice = m["blank_penalty"]["chosen_on_valid"]
+  model, tok, tconf = restore.load_model(run)
+  valid = data.read_split(toy_corpus, "valid", "en", "es")[:6]
+  want = []
+  for p in (0.0, 0.5, 2.0):  # sorted
+    hyps = evaluate.translate(
+      model, tok, [s for s, _ in valid], None, batch_size=4, num_steps=1, blank_penalty=p
+    )
+    refs = [t for _, t in valid]
+    ratio = sum(len(h.split()) for h in hyps) / sum(len(r.split()) for r in refs)
+    want.append({"penalty": p, "bleu": metrics.bleu(hyps, refs, "es").score, "length_ratio": ratio})
+  as_rows = lambda rows: [r[k] for r in rows for k in ("penalty", "bleu", "length_ratio")]
+  assert as_rows(choice["sweep"]) == pytest.approx(as_rows(want)) and choice["sentences"] == 6
+  best = max(r["bleu"] for r in want)
+  chosen = min(r["penalty"] for r in want if r["bleu"] == best)
+  assert choice["chosen"] == chosen == m["blank_penalty"]["used"]
+  test = data.read_split(toy_corpus, "test", "en", "es")[:6]
+  hyps = evaluate.translate(
+    model, tok, [s for s, _ in test], None, batch_size=4, num_steps=1, blank_penalty=chosen
+  )
+  name = os.path.basename(run)
+  got = (tmp_path / "eval" / eval_job.hypotheses_file(0, name, "ctc-1")).read_text().splitlines()
+  assert got == [" ".join(h.splitlines()) for h in hyps]
+  acc = evaluate.length_accuracy(
+    model, tok, [s for s, _ in test], [t for _, t in test], 4, 1, chosen
+  )
+  assert m["length_accuracy"] == acc
+  assert "blank penalty chosen on 6 valid pairs" in (tmp_path / "eval" / "report.md").read_text()
+  c.ctc_blank_penalty_grid = ()
+  c.ctc_blank_penalty = 0.5
+  plain = eval_job.run(c, str(tmp_path / "eval_plain"))["models"][0]["blank_penalty"]
+  assert plain == {"used": 0.5, "chosen_on_valid": None}
+
+
+def test_choose_blank_penalty_takes_the_highest_bleu_and_ties_to_the_smaller(monkeypatch):
+  """The rule alone, on hypotheses made by hand per penalty."""
+  from padir import evaluate
+
+  refs = ["the cat sat on the mat", "a dog ran in the park"]
+  made = {
+    0.0: ["the cat", "a dog"],  # short
+    1.0: refs,  # the best
+    2.0: refs,  # as good: the smaller penalty wins
+    3.0: ["the cat sat on the mat mat mat", "a dog ran in the park park"],
+  }
+  monkeypatch.setattr(evaluate, "translate", lambda *a, blank_penalty, **k: made[blank_penalty])
+
+  class Ctc:
+    class cfg:
+      ctc_upsample = 2
+
+  got = evaluate.choose_blank_penalty(Ctc(), None, ["x", "y"], refs, "en", [3, 2, 1, 0])
+  assert got["chosen"] == 1.0 and [r["penalty"] for r in got["sweep"]] == [0, 1, 2, 3]
+  assert [r["length_ratio"] for r in got["sweep"]] == pytest.approx([4 / 12, 1, 1, 15 / 12])
+  assert got["sweep"][1]["bleu"] == pytest.approx(100)
+  with pytest.raises(ValueError, match="not a CTC model"):
+    Ctc.cfg.ctc_upsample = 0
+    evaluate.choose_blank_penalty(Ctc(), None, ["x"], refs[:1], "en", [0])
+
+
 def test_stutter_of_the_job_is_the_metric(runs, tmp_path):
   """The stored stutter equals padir.metrics' on the examples when all sentences are examples."""
   c = _eval_config(runs[1:])
@@ -138,6 +227,11 @@ def test_missing_or_malformed_checkpoints_are_refused_before_writing(tmp_path, r
   c.checkpoints = f"{runs[0]},,{runs[1]}"
   with pytest.raises(ConfigError, match="config.checkpoints="):
     eval_job.run(c, str(tmp_path / "eval"))
+  c.checkpoints = ",".join(runs)
+  for grid in ((0.5, -1.0), ("x",)):
+    c.ctc_blank_penalty_grid = grid
+    with pytest.raises(ConfigError, match="config.ctc_blank_penalty_grid="):
+      eval_job.run(c, str(tmp_path / "eval"))
   assert not (tmp_path / "eval").exists()
 
 
