@@ -1,5 +1,7 @@
 """`python sample.py --config configs/padir_eval.py --config.checkpoints=DIR1,DIR2 --workdir DIR`.
 
+A checkpoint entry is a training run directory (its latest checkpoint) or RUN@STEP (that step).
+
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
@@ -45,6 +47,15 @@ def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:
   return [p.strip() for p in str(config.checkpoints).split(",")]
 
 
+def split_step(entry: str) -> tuple[str, int | None]:
+  """ "RUN@STEP" -> (RUN, STEP): that checkpoint of the run; "RUN" -> (RUN, None): its latest.
+  A malformed step -> (entry, -1), which no run has."""
+  run, at, step = entry.rpartition("@")
+  if not at:
+    return entry, None
+  return (run, int(step)) if step.isdigit() else (entry, -1)
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks every key the job reads; reads no file and loads nothing."""
   value = checks.get(config, "checkpoints")
@@ -84,16 +95,25 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
   """Every directory holds a training run with a checkpoint: refused before any model loads."""
-  bad = [d for d in checkpoint_dirs(config) if not restore.checkpoint_steps(d)]
+  entries = [(e, *split_step(e)) for e in checkpoint_dirs(config)]
+  bad = [e for e, d, _ in entries if not restore.checkpoint_steps(d)]
   bad += [
-    d
-    for d in checkpoint_dirs(config)
-    if d not in bad and not os.path.isfile(os.path.join(d, "config.json"))
+    e for e, d, _ in entries if e not in bad and not os.path.isfile(os.path.join(d, "config.json"))
   ]
   if bad:
     raise UserError(
       f"config.checkpoints: {bad} hold no trained run (config.json and checkpoints/): train "
       f"them first, e.g. `python train.py --config configs/padir_synthetic.py --workdir DIR`"
+    )
+  missing = [
+    f"{e} (steps {restore.checkpoint_steps(d)})"
+    for e, d, step in entries
+    if step is not None and step not in restore.checkpoint_steps(d)
+  ]
+  if missing:
+    raise UserError(
+      f"config.checkpoints: no such checkpoint step in {missing}: RUN@STEP names one of the "
+      "run's saved steps"
     )
 
 
@@ -177,8 +197,9 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
   """The quality, speed and (PaDIR) attention results of one training run directory; its
   hypotheses and references go to rd's hypotheses/ (hypotheses_file)."""
-  name = os.path.basename(os.path.normpath(workdir))
-  model, tok, tconf = restore.load_model(workdir)
+  run_dir, step = split_step(workdir)
+  name = os.path.basename(os.path.normpath(run_dir)) + ("" if step is None else f"@{step}")
+  model, tok, tconf = restore.load_model(run_dir, step)
   d = tconf.data
   pairs = data.read_split(d.corpus_dir, config.split, d.source_lang, d.target_lang)
   pairs = pairs[: config.max_sentences or None]

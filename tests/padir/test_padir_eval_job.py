@@ -181,6 +181,41 @@ def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corp
   assert plain == {"used": 0.5, "chosen_on_valid": None}
 
 
+def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy_corpus, tmp_path):
+  """RUN@STEP decodes the run's checkpoint at STEP (its greedy hypotheses are those of the
+  parameters saved there, not the latest's); a step the run lacks is refused before writing."""
+  from padir import data, evaluate
+
+  c = _config(toy_corpus, steps=2)
+  c.model.decoder = "ar"
+  tok = vocab.prepare_vocabulary(c)
+  workdir = str(tmp_path / "ar")
+  RunDir(workdir, c).close()
+  ckpt = Checkpoints(os.path.join(workdir, restore.CHECKPOINTS))
+  for step, seed in ((1, 0), (2, 5)):
+    model = model_lib.Transformer(
+      model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(seed)
+    )
+    ckpt.save(step, {"params": nnx.state(model, nnx.Param)})
+  ckpt.close()
+  e = _eval_config([f"{workdir}@1", workdir])
+  e.bootstrap_resamples = 0
+  with pytest.raises(UserError, match="no such checkpoint step"):
+    eval_job.run(_eval_config([f"{workdir}@7"]), str(tmp_path / "bad"))
+  assert not (tmp_path / "bad").exists()
+  results = eval_job.run(e, str(tmp_path / "eval"))
+  assert [m["name"] for m in results["models"]] == ["ar@1", "ar"]
+  test = data.read_split(toy_corpus, "test", "en", "es")[:6]
+  for k, step in ((0, 1), (1, 2)):
+    model, tok, _ = restore.load_model(workdir, step)
+    want = evaluate.translate(model, tok, [s for s, _ in test], None, batch_size=4)
+    got = results["models"][k]["rows"][0]
+    assert got["decoder"] == "ar-greedy"
+    assert [x["hypothesis"] for x in got["examples"]] == want[:3]
+  rows = [m["rows"][0]["examples"] for m in results["models"]]
+  assert rows[0] != rows[1]  # the two steps' parameters decode differently
+
+
 def test_choose_blank_penalty_takes_the_highest_bleu_and_ties_to_the_smaller(monkeypatch):
   """The rule alone, on hypotheses made by hand per penalty."""
   from padir import evaluate
