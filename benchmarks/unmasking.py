@@ -16,7 +16,8 @@ overhead = (sampler seconds - forward-only seconds) / forward-only seconds, the 
 being the same number of masked-logits calls at the same shapes in one jitted scan (the Glauber
 engine's standard: <= 10%). The "padding" column splits it: the same forward-only run at the
 head rows the sampler really computes (each scan of unmasking._segments pads its steps' rows up
-to the largest in one power-of-two bucket), as a share of the exact-rows run; what is left of the
+to the largest in it; the scans are the fewest-rows partition within the compile budget), as a
+share of the exact-rows run; what is left of the
 overhead is the sampler's own work (site choice, confidence, draws, writes). "rule floor" (the
 confidence order only): the forward-only run plus the rule's own arithmetic at every row
 (max - logsumexp over the 30,522 logits), as a share of the forward-only run: what any

@@ -144,24 +144,53 @@ class Sampler:
 Order = Literal["random", "left_to_right", "confidence"]
 
 
-def _segments(counts: tuple[int, ...], masked: int, order: str) -> tuple:
-  """The unmasking steps grouped into runs that share one static number of head rows (the
-  revealed sites, or every masked site for "confidence"), padded up to the largest within a run
-  of one power-of-two bucket: ((rows, draws, (k_s, ...)), ...), draws = the largest k_s. One
-  lax.scan per run keeps compile time at ~log2(m) encoders."""
-  out: list[list] = []
-  left = masked
+def segment_budget(masked: int) -> int:
+  """How many scans (compiled encoders) one unmasking run may use: twice the power-of-two
+  buckets of `masked` rows, so compile time stays ~log2(m) encoders."""
+  return 2 * (max(masked - 1, 0).bit_length() + 1)
+
+
+def _segments(counts: tuple[int, ...], masked: int, order: str, budget: int | None = None) -> tuple:
+  """The unmasking steps grouped into consecutive runs that share one static number of head
+  rows (a step needs its k_s revealed sites, or every masked site for "confidence"), each run at
+  the largest need in it: ((rows, draws, (k_s, ...)), ...), draws = the largest k_s. One
+  lax.scan per run. The runs are the partition of the steps into at most `budget`
+  (`segment_budget(masked)` by default) runs with the fewest head rows in all (dynamic
+  programming over the split points; among equally few rows, the fewest runs), so a schedule
+  with few distinct needs pads nothing and ancestral confidence pads ~1/budget of its rows."""
+  needs, left = [], masked
   for k in counts:
-    need = left if order == "confidence" else k
-    bucket = max(need - 1, 0).bit_length()
-    if out and out[-1][3] == bucket:
-      out[-1][0] = max(out[-1][0], need)
-      out[-1][1] = max(out[-1][1], k)
-      out[-1][2].append(k)
-    else:
-      out.append([need, k, [k], bucket])
+    needs.append(left if order == "confidence" else k)
     left -= k
-  return tuple((rows, most, tuple(ks)) for rows, most, ks, _ in out)
+  S = len(needs)
+  if not S:
+    return ()
+  G = min(S, budget or segment_budget(masked))
+  r = np.asarray(needs, dtype=np.int64)
+  cost = np.full((S + 1, S + 1), np.iinfo(np.int64).max // 4)  # cost[i, j]: steps i..j-1 as one run
+  for i in range(S):
+    cost[i, i + 1 :] = np.maximum.accumulate(r[i:]) * np.arange(1, S - i + 1)
+  best = np.full(S + 1, np.iinfo(np.int64).max // 4)
+  best[0] = 0
+  splits, found, found_g = [], None, 0
+  for g in range(1, G + 1):
+    total = best[:, None] + cost  # total[i, j]: the first g-1 runs end at i, the last is i..j-1
+    arg = total.argmin(0)  # ties: the earliest split
+    best = total[arg, np.arange(S + 1)]
+    splits.append(arg)
+    if found is None or best[S] < found:
+      found, found_g = best[S], g
+  ends, j = [S], S
+  for g in range(found_g - 1, 0, -1):
+    j = int(splits[g][j])
+    ends.append(j)
+  ends = ends[::-1]
+  out, start = [], 0
+  for end in ends:
+    ks = tuple(counts[start:end])
+    out.append((int(r[start:end].max()), max(ks), ks))
+    start = end
+  return tuple(out)
 
 
 def unmask_step(

@@ -301,6 +301,58 @@ def test_schedules_reveal_every_site_at_least_one_a_step():
   assert unmasking.reveal_counts(16, 4, "cosine") == (1, 3, 5, 7)  # MaskGIT: few first
 
 
+def _all_partitions(S):
+  for cuts in itertools.product((0, 1), repeat=S - 1):
+    ends = [i + 1 for i, c in enumerate(cuts) if c] + [S]
+    yield ends
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 5])
+@pytest.mark.parametrize(
+  "counts,order",
+  [
+    ((1,) * 9, "confidence"),  # ancestral: needs 9, 8, ..., 1
+    ((1, 2, 4, 5), "confidence"),  # cosine S = 4 on 12
+    ((2, 2, 3, 2, 3), "random"),
+    ((3, 1, 1, 4, 1, 2, 1), "left_to_right"),
+    ((1, 1, 2, 1, 3, 1, 1), "confidence"),
+  ],
+)
+def test_segments_are_the_partition_with_fewest_head_rows(counts, order, budget):
+  """The plan's scans cover the steps in order, each step at >= its rows (k_s, or every masked
+  site for confidence) and draws >= k_s, in at most `budget` scans, and its head rows in all are
+  the minimum over every partition of the steps into at most `budget` consecutive runs
+  (brute force over the 2^(S-1) partitions)."""
+  m = sum(counts)
+  left = m - np.concatenate([[0], np.cumsum(counts)[:-1]])
+  needs = left if order == "confidence" else np.asarray(counts)
+  plan = unmasking._segments(counts, m, order, budget)
+  assert len(plan) <= budget
+  assert tuple(k for _, _, ks in plan for k in ks) == counts
+  step_rows = [r for r, _, ks in plan for _ in ks]
+  assert all(r >= need for r, need in zip(step_rows, needs))
+  assert all(
+    most == max(ks) and rows == max(needs[i : i + len(ks)])
+    for i, (rows, most, ks) in zip(np.cumsum([0] + [len(s[2]) for s in plan]), plan)
+  )
+  brute = min(
+    sum((e - s) * needs[s:e].max() for s, e in zip([0] + ends[:-1], ends))
+    for ends in _all_partitions(len(counts))
+    if len(ends) <= budget
+  )
+  assert sum(step_rows) == brute
+
+
+def test_the_default_segment_budget_pads_ancestral_confidence_little():
+  """m = 64, one site a step: the default budget (2 x the power-of-two buckets: 14 scans) pads the
+  head rows by under 6% (power-of-two buckets padded them by 31%)."""
+  counts = (1,) * 64
+  plan = unmasking._segments(counts, 64, "confidence")
+  assert len(plan) <= unmasking.segment_budget(64) == 14
+  exact_rows = sum(range(1, 65))
+  assert sum(r * len(ks) for r, _, ks in plan) / exact_rows - 1 < 0.06
+
+
 def test_numpy_tempering_is_the_engines():
   s = np.random.default_rng(0).normal(size=(50, 7)) * 3
   s[0, :2] = s[0].max() + 1  # a tie at the top
