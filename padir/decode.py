@@ -33,9 +33,54 @@ __all__ = ["RefineOptions", "beam_search", "drop_stutter", "greedy_ar", "legacy_
 Array = jax.Array
 
 
-def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
+def _cache_prefix(
+  cache: model_lib.KVCache, width: int, full: model_lib.KVCache
+) -> model_lib.KVCache:
+  """`cache` cut (or extended with zeros) to its first `width` positions, its fixed part cut
+  from `full` (init_cache's, at max_len): a step t < width reads nothing beyond them (the
+  causal mask), so attending over `width` slots instead of max_len gives the same result for
+  less work. The positional attention's weights are cut likewise (rows and columns)."""
+
+  def fit(a, axis):
+    if a is None:
+      return None
+    have = a.shape[axis]
+    if have >= width:
+      return jax.lax.slice_in_dim(a, 0, width, axis=axis)
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, width - have)
+    return jnp.pad(a, pad)
+
+  prefix = tuple(
+    p.replace(
+      self_k_MNHT=fit(p.self_k_MNHT, 3),
+      self_v_MNTH=fit(p.self_v_MNTH, 2),
+      pos_v_MNTH=fit(p.pos_v_MNTH, 2),
+    )
+    for p in cache.prefix
+  )
+  fixed = tuple(
+    f if f.pos_probs_TNT is None else f.replace(pos_probs_TNT=fit(fit(f.pos_probs_TNT, 0), 2))
+    for f in full.fixed
+  )
+  return cache.replace(prefix=prefix, fixed=fixed)
+
+
+def cache_widths(max_len: int, window: int) -> list[int]:
+  """The cache widths greedy_ar(window=k) decodes at: k, 2k, ..., max_len (window 0: max_len)."""
+  if window < 0:
+    raise ValueError(f"window must be >= 0 (0 = the whole cache), got {window}")
+  if not window or window >= max_len:
+    return [max_len]
+  return [min(w, max_len) for w in range(window, max_len + window, window)]
+
+
+def greedy_ar(model: model_lib.Transformer, inputs_BS: Array, window: int = 0) -> Array:
   """Greedy decoding of the AR baseline: tokens [B, T], PAD after the first EOS. The loop ends
-  when every row has emitted its EOS (so a batch costs its longest output's decoder passes)."""
+  when every row has emitted its EOS (so a batch costs its longest output's decoder passes).
+  window = k > 0: steps [0, k) attend over a cache of k slots, steps [k, 2k) over 2k, ... (one
+  loop per width, `cache_widths`), not every step over max_target_length slots: the same
+  tokens, less attention work for short outputs (each width compiles its own loop body)."""
   B, T = inputs_BS.shape[0], model.cfg.max_target_length
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
 
@@ -47,18 +92,25 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array) -> Array:
     done_B = done_B | (next_B == tokenizer_lib.EOS_ID)
     return (t + 1, out_BT.at[:, t].set(next_B), done_B, next_B, cache)
 
-  def running(state):  # stop once every row has its EOS: the rest would be PAD
-    t, _, done_B, _, _ = state
-    return (t < T) & ~jnp.all(done_B)
-
+  widths = cache_widths(T, window)
+  cache = model.init_cache(enc_BSD, enc_mask_BS, T)
   state = (
     jnp.asarray(0, jnp.int32),
     jnp.full((B, T), tokenizer_lib.PAD_ID, jnp.int32),
     jnp.zeros((B,), bool),
     jnp.full((B,), tokenizer_lib.BOS_ID, jnp.int32),
-    model.init_cache(enc_BSD, enc_mask_BS, T),
+    cache if len(widths) == 1 else _cache_prefix(cache, widths[0], cache),
   )
-  return jax.lax.while_loop(running, body, state)[1]
+  for i, width in enumerate(widths):
+    if i:
+      state = (*state[:4], _cache_prefix(state[4], width, cache))
+
+    def running(state, width=width):  # stop once every row has its EOS: the rest would be PAD
+      t, _, done_B, _, _ = state
+      return (t < width) & ~jnp.all(done_B)
+
+    state = jax.lax.while_loop(running, body, state)
+  return state[1]
 
 
 length_penalty_factor = gnmt_penalty  # lp(n) = ((5 + n) / 6) ** alpha, GNMT

@@ -47,7 +47,10 @@ class Decoder:
   "greedy" or "beam" (AR models, beam_size beams), or "torch" (AR greedy in eager PyTorch on
   the same weights: padir.torch_ar, a reference for the JAX decoders' speed). PaDIR with trim = k > 0 decodes each batch at
   the width of its longest candidate rounded up to a multiple of k (`Trimmed`), not at
-  max_target_length: the same tokens for less work."""
+  max_target_length: the same tokens for less work. source_trim = k > 0 (PaDIR, greedy, beam)
+  also cuts the sources to their width rounded up to a multiple of k (`SourceTrimmed`: the
+  encoder and the cross-attention over fewer positions, the same tokens); a CTC decoder's trim
+  is that source trim already."""
 
   name: str
   kind: str
@@ -57,6 +60,8 @@ class Decoder:
   one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
   passes: int = 1  # kind "ctc": at most this many passes
   blank_penalty: float = 0.0  # kind "ctc": lowers the blank's logit (padir.ctc.decode)
+  source_trim: int = 0  # kinds "padir", "greedy", "beam": sources cut to their width (above)
+  cache_window: int = 0  # kind "greedy": the KV cache grown k slots at a time (decode.greedy_ar)
 
   @property
   def hypotheses(self) -> int:
@@ -68,6 +73,13 @@ class Decoder:
     if self.kind not in ("padir", "ctc", "greedy", "beam", "torch"):
       raise ValueError(
         f"{self.name}: kind must be 'padir', 'ctc', 'greedy', 'beam' or 'torch', got {self.kind!r}"
+      )
+    if self.cache_window and self.kind != "greedy":
+      raise ValueError(f"{self.name}: cache_window is for kind 'greedy', got kind {self.kind!r}")
+    if self.source_trim and self.kind not in ("padir", "greedy", "beam"):
+      raise ValueError(
+        f"{self.name}: source_trim is for kinds 'padir', 'greedy' and 'beam' (a ctc decoder's "
+        f"trim cuts the source already), got kind {self.kind!r}"
       )
     if (self.kind == "ctc") != bool(model.cfg.ctc_upsample):
       raise ValueError(
@@ -89,9 +101,9 @@ def _refine(model, inputs_BS, key, options, ar_model=None, width=None, encoded=N
   return out["tokens"], out["passes"].mean()
 
 
-def _greedy(model, inputs_BS):
+def _greedy(model, inputs_BS, window=0):
   """The decoder passes greedy decoding ran: up to the batch's last EOS (its loop stops there)."""
-  tokens_BT = decode.greedy_ar(model, inputs_BS)
+  tokens_BT = decode.greedy_ar(model, inputs_BS, window)
   return tokens_BT, jnp.max(jnp.sum(tokens_BT != tokenizer_lib.PAD_ID, axis=1))
 
 
@@ -217,8 +229,12 @@ class SourceTrimmed:
     return self.fn(inputs_BS[:, : self.width(inputs_BS)], key)
 
   def warm(self, inputs_BS, key) -> None:
+    """Compiles every source width (and, inside, every width the wrapped decoder has)."""
     for w in self.widths:
-      jax.block_until_ready(self.fn(inputs_BS[:, :w], key))
+      if hasattr(self.fn, "warm"):
+        self.fn.warm(inputs_BS[:, :w], key)
+      else:
+        jax.block_until_ready(self.fn(inputs_BS[:, :w], key))
 
 
 def decode_fn(
@@ -230,6 +246,9 @@ def decode_fn(
   model and method. PaDIR tokens are the output after the options' stutter drop; ar_model: the
   reranker of options.rerank="ar"."""
   decoder.check(model)
+  if decoder.source_trim:
+    fn = decode_fn(model, dataclasses.replace(decoder, source_trim=0), ar_model)
+    return SourceTrimmed(fn, model.cfg.max_source_length, decoder.source_trim)
   if decoder.kind == "ctc":
     passes, penalty = decoder.passes, decoder.blank_penalty
     fn = pure_jit(lambda m, x, key: _ctc(m, x, passes, penalty), model)
@@ -244,7 +263,8 @@ def decode_fn(
       return pure_jit(lambda m, x, key: _refine(m, x, key, options), model)
     return pure_jit(lambda m, a, x, key: _refine(m, x, key, options, a), model, ar_model)
   if decoder.kind == "greedy":
-    return pure_jit(lambda m, x, key: _greedy(m, x), model)
+    window = decoder.cache_window
+    return pure_jit(lambda m, x, key: _greedy(m, x, window), model)
   if decoder.kind == "torch":
     from padir import torch_ar
 
@@ -465,10 +485,12 @@ def frontier_decoders(
   variant: str = "length-prior-reset",
   row_stop: str = "compact",
   one_call: bool = True,
+  source_trim: bool = True,
 ) -> list[Decoder]:
   """The PaDIR grid of the BLEU-latency frontier (issue 30): every number of length
   candidates x passes x trim, the named refinement variant (default: with the length prior),
-  frozen candidates leaving the work (row_stop) and trimmed decoders in one call (one_call)."""
+  frozen candidates leaving the work (row_stop), trimmed decoders in one call (one_call) and
+  with their sources cut to the same multiple (source_trim)."""
   extra = {**refinement.VARIANTS[variant], "row_stop": row_stop}
   return [
     Decoder(
@@ -477,6 +499,7 @@ def frontier_decoders(
       refinement.RefineOptions(num_steps=s, num_lengths=g, **extra),
       trim=k,
       one_call=one_call,
+      source_trim=k if source_trim else 0,
     )
     for g in lengths
     for s in passes

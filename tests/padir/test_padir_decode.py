@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import padir_util
+import pytest
 from flax import nnx
 
 from padir import decode
@@ -66,3 +67,25 @@ def test_greedy_ar_matches_a_token_by_token_recomputation():
 
 def test_drop_stutter_removes_adjacent_repeats_only():
   assert decode.drop_stutter([5, 5, 6, 5, 7, 7, 7, 1]) == [5, 6, 5, 7, 1]
+
+
+@pytest.mark.parametrize("positional", [True, False])
+def test_greedy_with_a_cache_window_gives_the_whole_cache_tokens(positional):
+  """greedy_ar(window=k): steps [0, k) over k cache slots, [k, 2k) over 2k, ...: the tokens of
+  the whole-cache loop, with rows ending (EOS) in different windows, before the first window
+  ends and never, with and without the positional attention (whose weights are cut too)."""
+  x = jnp.array(
+    [[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0], [9, 9, 9, 9, 9, 1]]
+  )
+  model = padir_util.tiny_model("ar", max_target_length=12, seed=1, positional_attention=positional)
+  model.embed_VD[...] = model.embed_VD[...].at[tok_lib.EOS_ID].multiply(3.0)  # some rows end
+  full = np.asarray(decode.greedy_ar(model, x))
+  ends = {list(r).index(tok_lib.EOS_ID) if tok_lib.EOS_ID in r else -1 for r in full}
+  assert len(ends) >= 2 and -1 in ends or len(ends) >= 3  # rows end at different steps
+  for window in (1, 2, 4, 5, 11, 12, 20):
+    widths = decode.cache_widths(12, window)
+    assert widths[-1] == 12 and all(b - a == window for a, b in zip(widths, widths[1:-1]))
+    got = np.asarray(nnx.jit(decode.greedy_ar, static_argnames="window")(model, x, window=window))
+    np.testing.assert_array_equal(got, full)
+  with pytest.raises(ValueError, match="window must be >= 0"):
+    decode.cache_widths(12, -1)

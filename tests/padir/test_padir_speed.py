@@ -3,6 +3,8 @@ when called directly, and follow the model's parameters."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -127,7 +129,8 @@ def test_frontier_grid_names_each_decoder_once_with_its_options():
   grid = speed.frontier_decoders((1, 5), (1, 4), (0, 8))
   assert len({d.name for d in grid}) == len(grid) == 8
   d = next(d for d in grid if d.name == "padir-L5-S4-trim8")
-  assert (d.options.num_lengths, d.options.num_steps, d.trim) == (5, 4, 8)
+  assert (d.options.num_lengths, d.options.num_steps, d.trim, d.source_trim) == (5, 4, 8, 8)
+  assert next(d for d in grid if d.name == "padir-L5-S4").source_trim == 0
   assert d.options.length_prior and d.options.drop == "reset"
 
 
@@ -149,6 +152,42 @@ def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
       (t_full, p_full), (t_one, p_one) = full(rows, key), one(rows, key)
       np.testing.assert_array_equal(np.asarray(t_one), np.asarray(t_full))
       assert float(p_one) == float(p_full)
+
+
+def test_source_trimming_changes_no_token_of_padir_greedy_or_beam():
+  """source_trim = k cuts the sources to their width (PAD excluded) rounded up to k: the tokens
+  and passes of the untrimmed decoder, alone and in a padded batch, for PaDIR (untrimmed,
+  trimmed in two calls and in one, with the AR reranker), AR greedy and beam search."""
+  nar, ar = _short_lengths_model(longest=5), padir_util.tiny_model("ar", max_target_length=12)
+  inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
+  prior = refinement.RefineOptions(num_lengths=2, **refinement.VARIANTS["length-prior-reset"])
+  cases = [
+    (nar, None, speed.Decoder("p", "padir", prior)),
+    (nar, None, speed.Decoder("p", "padir", prior, trim=2)),
+    (
+      nar,
+      ar,
+      speed.Decoder("p", "padir", refinement.RefineOptions(rerank="ar"), trim=4, one_call=True),
+    ),
+    (ar, None, speed.Decoder("g", "greedy")),
+    (ar, None, speed.Decoder("g", "greedy", cache_window=4)),
+    (ar, None, speed.Decoder("b", "beam", beam_size=3)),
+  ]
+  for model, a, dec in cases:
+    full = speed.decode_fn(model, dec, a)
+    cut = speed.decode_fn(model, dataclasses.replace(dec, source_trim=2), a)
+    assert isinstance(cut, speed.SourceTrimmed) and cut.widths == [2, 4, 6]
+    assert [cut.width(inputs[b : b + 1]) for b in range(3)] == [4, 6, 2]
+    cut.warm(inputs, jax.random.key(0))
+    for rows in (inputs, inputs[0:1], inputs[2:3]):
+      key = jax.random.key(3)
+      (t_full, p_full), (t_cut, p_cut) = full(rows, key), cut(rows, key)
+      np.testing.assert_array_equal(np.asarray(t_cut), np.asarray(t_full))
+      assert float(p_cut) == float(p_full)
+  with pytest.raises(ValueError, match="source_trim is for kinds"):
+    speed.decode_fn(ar, speed.Decoder("t", "torch", source_trim=2))
+  with pytest.raises(ValueError, match="cache_window is for kind 'greedy'"):
+    speed.decode_fn(ar, speed.Decoder("b", "beam", cache_window=2))
 
 
 def test_gc_paused_stops_the_collector_inside_and_restores_it_after():
