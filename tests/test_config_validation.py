@@ -116,6 +116,11 @@ VALID = {
   ("data.vocab_path", repr(NONSENSE)): "where the vocabulary is (or is trained to)",
   ("data.tfds_data_dir", repr(NONSENSE)): "where the tfds files are written",
   ("data.bucket_boundaries", "()"): "() = pad every batch to the maximum lengths",
+  (
+    "ctc_blank_penalty_grid",
+    "()",
+  ): "() = decode CTC models at ctc_blank_penalty (no sweep on valid)",
+  ("ctc_blank_penalty_grid", "(0,)"): "a grid of one penalty, 0 = the model's argmax",
   ("distill.teacher_workdir", repr(NONSENSE)): "a run directory, checked when distilling",
   ("distill.corpus_dir", repr(NONSENSE)): "where the distilled corpus is written",
   ("checkpoints", repr(NONSENSE)): "run directories, checked before the first model loads",
