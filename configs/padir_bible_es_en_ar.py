@@ -3,8 +3,11 @@
     python -m padir.bible --out data/bible_es_en --direction es-en --cache data/bible_en_es/cache
     python train.py --config configs/padir_bible_es_en_ar.py --workdir runs/padir_bible_es_en_ar
 
-configs/padir_bible_en_es_ar.py in the other direction (configs/padir_bible_es_en.py). Time and
-result: to be filled (not run yet; EN->ES took 40 min for 2,000 steps).
+configs/padir_bible_en_es_ar.py in the other direction (configs/padir_bible_es_en.py).
+
+Time and result (2026-11-26, 2 cores at nice -10, beside short tests at nice 0-19 for about 15
+of its minutes): 37m58s for 2,000 steps (1.0-1.2 s a step). Validation BLEU (5 beams, 256
+pairs) 8.39 at step 1,000 and 10.89 at 2,000 (token loss 4.02 / 3.66). EN->ES took 39m51s.
 """
 
 import ml_collections
