@@ -13,6 +13,9 @@ steps) and decodes the first --sentences validation pairs at the end (the config
 - glancing: GLAT, ratio 0.5 -> 0.3 over the steps;
 - warm start: the shared parameters from the AR run --ar (skipped without it);
 - recipe: the three together (configs/padir_bible_en_es_recipe.with_recipe);
+- ctc: item 4, CTC over a decoder upsampled 2x (configs/padir_bible_en_es_ctc_distill.with_ctc:
+  one stage, one decoding pass, no length head; --blank-penalty when decoding), from scratch;
+- ctc + glancing: the same with glancing over the best alignment, 0.5 -> 0.3 over the steps;
 - paper, again: the first row repeated last, so the gap between the two shows the timing
   noise of the run.
 Per option: seconds per step (the median logged interval after the first, which holds the
@@ -45,7 +48,7 @@ import jax.numpy as jnp  # noqa: E402
 import ml_collections  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from configs import padir_bible_en_es_recipe  # noqa: E402
+from configs import padir_bible_en_es_ctc_distill, padir_bible_en_es_recipe  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir import curves, data, optim, training  # noqa: E402
 from padir import model as model_lib  # noqa: E402
@@ -73,11 +76,19 @@ def options(offset: int, ar: str | None) -> list[tuple[str, dict]]:
   if ar:
     rows += [("warm start", {"init_from": ar})]
   rows += [("recipe", {"offset": offset, "glancing": True, "init_from": ar or ""})]
+  rows += [("ctc", {"ctc": True}), ("ctc + glancing", {"ctc": True, "glancing": True})]
   return rows + [("paper, again", {})]  # the first row's work again: this run's timing noise
 
 
-def option_config(base: ml_collections.ConfigDict, opts: dict) -> ml_collections.ConfigDict:
+def option_config(
+  base: ml_collections.ConfigDict, opts: dict, blank_penalty: float = 0.0
+) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict(base.to_dict())
+  if opts.get("ctc"):  # with_ctc's model and loss; the base's schedule, data and evaluations
+    config = padir_bible_en_es_ctc_distill.with_ctc(config, init_from=opts.get("init_from", ""))
+    config.train.update(base.train.to_dict())
+    config.data.bucket_boundaries = base.data.bucket_boundaries
+    config.decode.blank_penalty = blank_penalty
   if opts.get("offset") and opts.get("glancing") and "init_from" in opts:
     return padir_bible_en_es_recipe.with_recipe(config, opts["init_from"], opts["offset"])
   if opts.get("offset"):
@@ -134,8 +145,10 @@ def step_cost(config: ml_collections.ConfigDict) -> tuple[float, float]:
   return float(cost["flops"]), tokens
 
 
-def run_option(base: ml_collections.ConfigDict, name: str, opts: dict, root: str) -> dict:
-  config = option_config(base, opts)
+def run_option(
+  base: ml_collections.ConfigDict, name: str, opts: dict, root: str, blank_penalty: float = 0.0
+) -> dict:
+  config = option_config(base, opts, blank_penalty)
   flops, tokens = step_cost(config)
   workdir = os.path.join(root, "".join(c if c.isalnum() else "_" for c in name))
   training.check_warm_start(config)
@@ -226,6 +239,9 @@ def main(argv=None) -> int:
   parser.add_argument("--steps", type=int, default=300)
   parser.add_argument("--sentences", type=int, default=256)
   parser.add_argument("--offset", type=int, default=8, help="max_length_offset of the offset rows")
+  parser.add_argument(
+    "--blank-penalty", type=float, default=0.0, help="the CTC rows' decode.blank_penalty"
+  )
   parser.add_argument("--tiny", action="store_true", help="a tiny model and corpus: a smoke run")
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
@@ -238,7 +254,7 @@ def main(argv=None) -> int:
     print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s (float32, best of 10, this process)")
     rows = []
     for name, opts in options(args.offset, ar):
-      rows.append(run_option(base, name, opts, root))  # same seed, same batches
+      rows.append(run_option(base, name, opts, root, args.blank_penalty))  # same seed, same batches
       print(f"done {name}: {rows[-1]['seconds_per_step']:.3f} s/step", flush=True)
   print(table(rows, peak))
   for r in rows[1:]:

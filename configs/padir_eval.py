@@ -25,7 +25,8 @@ def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "padir.jobs.evaluate"
   # Comma-separated training run directories (PaDIR or AR, any order); RUN@STEP evaluates the
-  # run's checkpoint at STEP instead of its latest.
+  # run's checkpoint at STEP instead of its latest, RUN@S1+S2+... the average of those
+  # checkpoints' parameters (checkpoint averaging).
   c.checkpoints = "runs/padir_synthetic,runs/padir_synthetic_ar,runs/padir_synthetic_distill"
   c.split = "test"  # the held-out split of each run's corpus: "test" or "valid"
   c.max_sentences = 0  # 0 = every sentence of the split

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
@@ -48,25 +51,42 @@ def checkpoint_steps(workdir: str) -> list[int]:
   return steps
 
 
-def load_model(workdir: str, step: int | None = None) -> Loaded:
+def load_model(workdir: str, step: int | Sequence[int] | None = None) -> Loaded:
   """The trained model of a run directory (its config, vocabulary and the parameters of
-  checkpoint `step`, default the latest), in eval mode, on the default device."""
+  checkpoint `step`, default the latest), in eval mode, on the default device. A sequence of
+  steps averages their parameters (checkpoint averaging, as fairseq's average_checkpoints:
+  the float32 mean of each parameter over the checkpoints)."""
   config = trained_config(workdir)
   steps = checkpoint_steps(workdir)
-  if not steps or (step is not None and step not in steps):
+  wanted = [] if step is None else [step] if isinstance(step, int) else list(step)
+  absent = [s for s in wanted if s not in steps]
+  if not steps or absent or (step is not None and not wanted):
     raise FileNotFoundError(
-      f"no checkpoint {'at step %d ' % step if step is not None else ''}in "
+      f"no checkpoint {'at step %s ' % absent if absent else ''}in "
       f"{os.path.abspath(os.path.join(workdir, CHECKPOINTS))} (found steps {steps}): train the "
       f"model first, or resume its run"
     )
-  step = max(steps) if step is None else step
+  wanted = wanted or [max(steps)]
   tok = vocab.load(vocab.vocabulary_path(config))  # the record's SHA-256 is checked
   model = model_lib.Transformer(
     model_lib.ModelConfig.from_run_config(config, tok.vocab_size), rngs=nnx.Rngs(0)
   )
   ckpt = Checkpoints(os.path.join(workdir, CHECKPOINTS))
-  restored = ckpt.restore(step, {"params": nnx.state(model, nnx.Param)})
+  params = [ckpt.restore(s, {"params": nnx.state(model, nnx.Param)})["params"] for s in wanted]
   ckpt.close()
-  nnx.update(model, restored["params"])
+  nnx.update(model, average(params))
   model.eval()
   return model, tok, config
+
+
+def average(states: list[nnx.State]) -> nnx.State:
+  """The leafwise mean of parameter states of one model (one state: itself), accumulated in
+  float32 and cast back to each leaf's dtype."""
+  if len(states) == 1:
+    return states[0]
+
+  def mean(*leaves):
+    total = sum(jnp.asarray(x, jnp.float32) for x in leaves)
+    return (total / len(leaves)).astype(leaves[0].dtype)
+
+  return jax.tree.map(mean, *states)

@@ -124,11 +124,12 @@ def test_unmasking_tiny_prints_each_samplers_ratio_overhead_and_the_gemm_ceiling
   assert "peak RSS" in out
 
 
-@pytest.mark.slow  # six tiny trainings, each with its own compilations
+@pytest.mark.slow  # eight tiny trainings, each with its own compilations
 def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_of_peak():
   out = run_benchmark("padir_training.py", "--tiny", timeout=900)
   assert re.search(r"matmul peak: [\d.]+ GFLOP/s", out), out
-  for name in ("paper", "offset", "glancing", "warm start", "recipe", "paper, again"):
+  options = ("paper", "offset", "glancing", "warm start", "recipe", "ctc", "ctc + glancing")
+  for name in options + ("paper, again",):
     assert re.search(rf"\| {name} \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+% \| [\d.]+ \|", out), out
   assert re.search(r"\| paper \| .* \| 1\.00x \| \+0\.00 \|", out), out
   assert re.search(r"ratio vs paper  glancing\s+time \d+\.\d+x", out), out

@@ -1,6 +1,7 @@
 """`python sample.py --config configs/padir_eval.py --config.checkpoints=DIR1,DIR2 --workdir DIR`.
 
-A checkpoint entry is a training run directory (its latest checkpoint) or RUN@STEP (that step).
+A checkpoint entry is a training run directory (its latest checkpoint), RUN@STEP (that step) or
+RUN@STEP+STEP+... (the average of those checkpoints' parameters: padir.restore.average).
 
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
@@ -47,13 +48,21 @@ def checkpoint_dirs(config: ml_collections.ConfigDict) -> list[str]:
   return [p.strip() for p in str(config.checkpoints).split(",")]
 
 
-def split_step(entry: str) -> tuple[str, int | None]:
-  """ "RUN@STEP" -> (RUN, STEP): that checkpoint of the run; "RUN" -> (RUN, None): its latest.
-  A malformed step -> (entry, -1), which no run has."""
+def split_step(entry: str) -> tuple[str, int | tuple[int, ...] | None]:
+  """ "RUN@STEP" -> (RUN, STEP): that checkpoint of the run; "RUN@S1+S2+..." -> (RUN, (S1, S2,
+  ...)): the average of those distinct checkpoints; "RUN" -> (RUN, None): its latest. A
+  malformed step -> (entry, -1), which no run has."""
   run, at, step = entry.rpartition("@")
   if not at:
     return entry, None
-  return (run, int(step)) if step.isdigit() else (entry, -1)
+  parts = step.split("+")
+  if not all(p.isdigit() for p in parts) or len(set(map(int, parts))) != len(parts):
+    return entry, -1
+  return (run, int(step)) if len(parts) == 1 else (run, tuple(int(p) for p in parts))
+
+
+def _steps(step: int | tuple[int, ...]) -> tuple[int, ...]:
+  return step if isinstance(step, tuple) else (step,)
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -108,12 +117,12 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
   missing = [
     f"{e} (steps {restore.checkpoint_steps(d)})"
     for e, d, step in entries
-    if step is not None and step not in restore.checkpoint_steps(d)
+    if step is not None and not set(_steps(step)) <= set(restore.checkpoint_steps(d))
   ]
   if missing:
     raise UserError(
       f"config.checkpoints: no such checkpoint step in {missing}: RUN@STEP names one of the "
-      "run's saved steps"
+      "run's saved steps, RUN@STEP+STEP distinct saved steps to average"
     )
 
 
@@ -198,7 +207,8 @@ def evaluate_checkpoint(
   """The quality, speed and (PaDIR) attention results of one training run directory; its
   hypotheses and references go to rd's hypotheses/ (hypotheses_file)."""
   run_dir, step = split_step(workdir)
-  name = os.path.basename(os.path.normpath(run_dir)) + ("" if step is None else f"@{step}")
+  name = os.path.basename(os.path.normpath(run_dir))
+  name += "" if step is None else "@" + "+".join(map(str, _steps(step)))
   model, tok, tconf = restore.load_model(run_dir, step)
   d = tconf.data
   pairs = data.read_split(d.corpus_dir, config.split, d.source_lang, d.target_lang)

@@ -6,6 +6,8 @@ a rerun reuses the finished cells."""
 import json
 import os
 
+import jax
+import numpy as np
 import pytest
 from flax import nnx
 from test_padir_train import _config
@@ -181,23 +183,32 @@ def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corp
   assert plain == {"used": 0.5, "chosen_on_valid": None}
 
 
-def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy_corpus, tmp_path):
-  """RUN@STEP decodes the run's checkpoint at STEP (its greedy hypotheses are those of the
-  parameters saved there, not the latest's); a step the run lacks is refused before writing."""
-  from padir import data, evaluate
-
+def _two_step_ar_run(toy_corpus, tmp_path) -> tuple[str, list]:
+  """An AR run directory with checkpoints at steps 1 and 2 (different seeds' parameters), and
+  those parameters as numpy trees."""
   c = _config(toy_corpus, steps=2)
   c.model.decoder = "ar"
   tok = vocab.prepare_vocabulary(c)
   workdir = str(tmp_path / "ar")
   RunDir(workdir, c).close()
   ckpt = Checkpoints(os.path.join(workdir, restore.CHECKPOINTS))
+  saved = []
   for step, seed in ((1, 0), (2, 5)):
     model = model_lib.Transformer(
       model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(seed)
     )
+    saved.append(jax.tree.map(np.asarray, nnx.state(model, nnx.Param)))
     ckpt.save(step, {"params": nnx.state(model, nnx.Param)})
   ckpt.close()
+  return workdir, saved
+
+
+def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy_corpus, tmp_path):
+  """RUN@STEP decodes the run's checkpoint at STEP (its greedy hypotheses are those of the
+  parameters saved there, not the latest's); a step the run lacks is refused before writing."""
+  from padir import data, evaluate
+
+  workdir, _ = _two_step_ar_run(toy_corpus, tmp_path)
   e = _eval_config([f"{workdir}@1", workdir])
   e.bootstrap_resamples = 0
   with pytest.raises(UserError, match="no such checkpoint step"):
@@ -214,6 +225,36 @@ def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy
     assert [x["hypothesis"] for x in got["examples"]] == want[:3]
   rows = [m["rows"][0]["examples"] for m in results["models"]]
   assert rows[0] != rows[1]  # the two steps' parameters decode differently
+
+
+def test_averaged_checkpoints_are_the_mean_of_their_parameters_and_decode_as_it(
+  toy_corpus, tmp_path
+):
+  """RUN@S1+S2 loads the leafwise mean of the two checkpoints' parameters (checked against numpy
+  on the saved arrays) and padir_eval decodes with it; repeated or missing steps are refused."""
+  from padir import data, evaluate
+
+  workdir, saved = _two_step_ar_run(toy_corpus, tmp_path)
+  tok = vocab.load(vocab.vocabulary_path(restore.trained_config(workdir)))
+  averaged, _, _ = restore.load_model(workdir, (1, 2))
+  got = jax.tree.map(np.asarray, nnx.state(averaged, nnx.Param))
+  want = jax.tree.map(lambda a, b: (a.astype(np.float32) + b) / 2, *saved)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+  assert eval_job.split_step(f"{workdir}@1+2") == (workdir, (1, 2))
+  assert eval_job.split_step(f"{workdir}@1+1") == (f"{workdir}@1+1", -1)
+  for bad in (f"{workdir}@1+1", f"{workdir}@1+7"):
+    with pytest.raises(UserError, match="no such checkpoint step|hold no trained run"):
+      eval_job.run(_eval_config([bad]), str(tmp_path / "bad"))
+    assert not (tmp_path / "bad").exists()
+  e = _eval_config([f"{workdir}@1+2"])
+  e.bootstrap_resamples = 0
+  results = eval_job.run(e, str(tmp_path / "eval"))
+  assert results["models"][0]["name"] == "ar@1+2"
+  test = data.read_split(toy_corpus, "test", "en", "es")[:6]
+  want_hyps = evaluate.translate(averaged, tok, [s for s, _ in test], None, batch_size=4)
+  row = results["models"][0]["rows"][0]
+  assert [x["hypothesis"] for x in row["examples"]] == want_hyps[:3]
 
 
 def test_choose_blank_penalty_takes_the_highest_bleu_and_ties_to_the_smaller(monkeypatch):
