@@ -10,7 +10,14 @@ peak 5e-3) with configs/padir_bible_en_es_ctc_distill.with_ctc: the decoder over
 one training stage, one decoding pass, batches by length buckets. 1,500 steps, the AR baseline's
 (configs/padir_synthetic_ar.py, ~12 min on 2 quiet cores, 2026-11-24). No blank penalty: the
 task is deterministic, so the argmax alignment's length should be right; padir_eval's
-ctc_blank_penalty_grid checks that on valid. Time and result: to be filled (not run yet).
+ctc_blank_penalty_grid checks that on valid.
+
+Time and result (2026-11-26, 2 quiet cores): 8m42s for 1,500 steps (2.9-3.2 steps a second),
+against 13m01s for the AR baseline retrained the same evening. Validation BLEU 96.21 / 99.68 /
+99.84 at steps 500 / 1,000 / 1,500 (AR: 94.34 / 99.73 / 99.73). Test, 500 sources (the frontier
+of benchmarks/padir_speed.py): 99.70 in one pass against AR greedy's 100.00, -0.30 [-0.63,
+-0.08]: within 1 BLEU in two thirds of the AR's time. A second pass collapses (21.2): one
+training stage, so decode one pass.
 """
 
 import ml_collections
