@@ -12,7 +12,8 @@ fresh-clone suite and was paused for 18 min, 25 min of logged training): validat
 pass) 7.6 / 66.95 / 70.44 at steps 500 / 1,000 / 1,500, against the 2026-11-25 AR's 10.9 / 40.7 /
 45.8 with 5 beams; test, 1,024 pairs (configs/padir_eval.py, padir_passes=(1,)): 72.06 BLEU,
 chrF 91.2. Lengths within 2 tokens 0.89; 2% of the validation targets do not fit their 2 x source
-slots (valid_ctc_infeasible). The AR is to be retrained beside it for the paired comparison.
+slots (valid_ctc_infeasible). Paired on the test pairs against the AR retrained the same evening
+(18m44s): AR greedy 47.77, CTC +24.28 [+21.9, +26.8].
 """
 
 import ml_collections
