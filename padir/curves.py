@@ -85,19 +85,23 @@ def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None)
   fig, axes = plt.subplots(1, 2, figsize=(12, 4))
   for workdir, label in zip(workdirs, labels):
     points = bleu_by_minutes(workdir)
-    axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
+    # One colour per run in both panels (the length panel skips runs without a length metric).
+    (bleu_line,) = axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
+    color = bleu_line.get_color()
     train, evals = read_metrics(workdir)
     minutes = wall_clock_minutes(train)
     ev = [r for r in evals if "valid_length_accuracy" in r and r["step"] in minutes]
     if ev:
       x = [minutes[r["step"]] for r in ev]
-      line = axes[1].plot(x, [r["valid_length_accuracy"] for r in ev], "o-", label=f"{label} exact")
+      axes[1].plot(
+        x, [r["valid_length_accuracy"] for r in ev], "o-", color=color, label=f"{label} exact"
+      )
       if "valid_length_within2" in ev[0]:
         axes[1].plot(
           x,
           [r["valid_length_within2"] for r in ev],
           "s--",
-          color=line[0].get_color(),
+          color=color,
           label=f"{label} within 2",
         )
   for ax, title in zip(axes, ("validation BLEU", "validation length accuracy")):

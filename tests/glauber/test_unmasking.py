@@ -85,6 +85,8 @@ SAMPLERS = {
     {"top_p": 0.8},
   ),
   "parallel2_cosine_l2r": (Sampler(steps=2, schedule="cosine", order="left_to_right"), {}),
+  # T = 1, no truncation: the confidence order's block masses are reused by the draw.
+  "parallel3_linear_confidence_t1": (Sampler(steps=3, order="confidence"), {"T": 1.0}),
 }
 
 
@@ -94,7 +96,8 @@ def test_each_samplers_empirical_law_is_its_enumerated_law(model, scores, name):
   null TV for B i.i.d. draws of q; and the test can fail: the law of ancestral random order
   (or of left-to-right, for that sampler) lies outside the band."""
   sampler, kw = SAMPLERS[name]
-  T = 0.7
+  kw = dict(kw)
+  T = kw.pop("T", 0.7)
   q = laws_lib.Laws(scores, T, **kw).output(sampler)
   assert abs(q.sum() - 1) < 1e-9
   spec = make_spec(T, **kw)
