@@ -39,7 +39,7 @@ import ml_collections
 from configs import padir_bible_en_es_distill
 
 
-def with_ctc(config: ml_collections.ConfigDict, init_from: str, upsample: int = 2):
+def with_ctc(config: ml_collections.ConfigDict, init_from: str, upsample: float = 2):
   """Turns a PaDIR training config into the CTC one (in place)."""
   config.model.ctc_upsample = upsample
   # One stage: decoding runs one pass (below), so a second training stage only doubled the step

@@ -26,10 +26,10 @@ from configs import padir_bible_en_es_ctc_distill, padir_synthetic
 
 
 def synthetic_ctc(
-  config: ml_collections.ConfigDict, steps: int = 1_500
+  config: ml_collections.ConfigDict, steps: int = 1_500, upsample: float = 2
 ) -> ml_collections.ConfigDict:
   """A synthetic PaDIR config turned into CTC from scratch (in place)."""
-  config = padir_bible_en_es_ctc_distill.with_ctc(config, init_from="")
+  config = padir_bible_en_es_ctc_distill.with_ctc(config, init_from="", upsample=upsample)
   config.data.bucket_boundaries = (16, 24, 32)  # sources of up to 36-48 tokens
   config.train.num_train_steps = steps
   config.loss.glancing_anneal_steps = steps

@@ -2,7 +2,10 @@
 
 Libovický & Helcl (2018), Saharia et al. (2020, Imputer), Gu & Kong (2021): the non-autoregressive
 decoder runs over A = k S alignment slots, k = model.ctc_upsample, reading the source tokens each
-repeated k times (PAD stays PAD: a source of n tokens gets k n slots). Every slot predicts a token
+repeated k times (PAD stays PAD: a source of n tokens gets k n slots). A fractional k >= 1
+(e.g. 1.5) repeats the positions alternately floor(k) and ceil(k) times (`slot_repeats`): a
+source of n tokens gets floor(k n) slots, fewer for the decoder to run over where the targets
+are about as long as the sources (issue 30's latency). Every slot predicts a token
 or the blank ([MASK], never a target token); the output is the slots' argmax with adjacent equal
 tokens merged and the blanks then removed (`collapse`), cut after its first EOS. Training
 maximises the probability of every alignment that collapses to the target,
@@ -47,11 +50,28 @@ BLANK_ID = tokenizer_lib.MASK_ID  # the blank: [MASK] never occurs inside a targ
 NEVER_AT_SLOT = tuple(i for i in tokenizer_lib.NEVER_PREDICTED if i != BLANK_ID)
 
 
-def upsample(inputs_BS: Array, k: int) -> Array:
-  """[B, k S] the decoder's first input: each source token repeated k times, PAD kept."""
-  if k < 1:
+def slot_repeats(S: int, k: float) -> np.ndarray:
+  """[S] how many slots each source position gets: floor((i + 1) k) - floor(i k), so the first
+  n positions get floor(n k) slots in all (k n for an integer k) and a fractional k spreads its
+  extra slots evenly (k = 1.5: 2, 1, 2, 1, ...)."""
+  if not k >= 1:
     raise ValueError(f"the CTC upsampling factor must be >= 1, got {k}")
-  return jnp.repeat(inputs_BS, k, axis=1)
+  ends = np.floor(np.arange(S + 1) * np.float64(k) + 1e-9).astype(np.int64)
+  return np.diff(ends)
+
+
+def num_slots(S: int, k: float) -> int:
+  """floor(k S): the alignment slots of S source positions."""
+  return int(slot_repeats(S, k).sum())
+
+
+def upsample(inputs_BS: Array, k: float) -> Array:
+  """[B, floor(k S)] the decoder's first input: each source token repeated k times (an integer
+  k) or by `slot_repeats` (a fractional k >= 1), in order, PAD kept."""
+  if float(k).is_integer() and k >= 1:
+    return jnp.repeat(inputs_BS, int(k), axis=1)
+  repeats = slot_repeats(inputs_BS.shape[1], k)
+  return jnp.repeat(inputs_BS, repeats, axis=1, total_repeat_length=int(repeats.sum()))
 
 
 def _slot_bias(V: int, blank_penalty: float = 0.0) -> np.ndarray:

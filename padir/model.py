@@ -36,6 +36,7 @@ them to mesh axes. They change no computation.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 import jax
@@ -69,7 +70,9 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype: "float32" or "bfloat16" (params stay float32)
   vocab_multiple: int = 1  # pad the output projection's vocabulary to a multiple of this
   max_length_offset: int = 0  # 0: absolute length classes; M > 0: offsets -M..+M (docstring)
-  ctc_upsample: int = 0  # k > 0: the nar decoder runs over k x source slots with CTC (padir.ctc)
+  # k > 0: the nar decoder runs over floor(k x source) slots with CTC (padir.ctc); k = 0 or >= 1,
+  # fractional allowed (1.5)
+  ctc_upsample: float = 0
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -109,7 +112,10 @@ class ModelConfig:
   def decoder_length(self) -> int:
     """Decoder positions (learned embeddings): max_target_length, or with ctc_upsample = k the
     k max_source_length alignment slots if there are more."""
-    return max(self.max_target_length, self.ctc_upsample * self.max_source_length)
+    if not self.ctc_upsample:
+      return self.max_target_length
+    slots = math.floor(self.max_source_length * float(self.ctc_upsample) + 1e-9)
+    return max(self.max_target_length, slots)
 
   @property
   def head_dim(self) -> int:

@@ -171,7 +171,13 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         f"must be at most the 2 x model.max_length_offset + 1 = {2 * M + 1} offset classes",
       )
   if _has(config, "model.ctc_upsample"):
-    k = checks.check_int(config, "model.ctc_upsample", lo=0)
+    k = checks.check_float(config, "model.ctc_upsample", lo=0)
+    checks.check(
+      k == 0 or k >= 1,
+      "model.ctc_upsample",
+      config.model.ctc_upsample,
+      "must be 0 (no CTC) or a number >= 1 (slots per source token, e.g. 2 or 1.5)",
+    )
     if k:
       checks.check(
         config.model.decoder == "nar",

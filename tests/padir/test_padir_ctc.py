@@ -116,6 +116,47 @@ def _sources(B=5, S=6, seed=0) -> np.ndarray:
   return x
 
 
+@pytest.mark.parametrize("k", [1, 1.5, 2, 2.5, 3])
+def test_upsampling_gives_n_tokens_floor_k_n_slots_each_token_in_order(k):
+  """Against a loop by hand: position i repeated floor((i+1)k) - floor(ik) times (k times for an
+  integer k, as jnp.repeat), so a source of n tokens (then PAD) fills floor(k n) slots."""
+  x_BS = _sources(B=6, S=6, seed=3)
+  got = np.asarray(ctc.upsample(jnp.asarray(x_BS), k))
+  want = []
+  for row in x_BS:
+    out = []
+    for i, tok in enumerate(row):
+      out += [tok] * (int(np.floor((i + 1) * k + 1e-9)) - int(np.floor(i * k + 1e-9)))
+    want.append(out)
+  np.testing.assert_array_equal(got, np.asarray(want))
+  assert got.shape[1] == ctc.num_slots(6, k) == int(np.floor(6 * k + 1e-9))
+  for row_x, row_a in zip(x_BS, got):
+    n = int((row_x != PAD).sum())
+    assert int((row_a != PAD).sum()) == int(np.floor(n * k + 1e-9))
+  if float(k).is_integer():
+    np.testing.assert_array_equal(got, np.repeat(x_BS, int(k), axis=1))
+
+
+def test_a_fractional_upsampling_model_decodes_and_scores_over_its_slots():
+  """k = 1.5: the decoder's positions cover floor(1.5 S) slots, decoding's alignment has that
+  many (PAD beyond each row's floor(1.5 n)), and the loss is finite and equals -log of the
+  alignments of the upsampled slots (the same stage_loss on the same logits)."""
+  model = _ctc_model(k=1.5)
+  assert model.cfg.decoder_length == max(8, 9)
+  x_BS = jnp.asarray(_sources())
+  out = ctc.decode(model, x_BS, num_passes=1)
+  assert out["alignment"].shape == (5, 9)
+  n_B = np.asarray((x_BS != PAD).sum(-1))
+  live_B = np.asarray((out["alignment"] != PAD).sum(-1))
+  np.testing.assert_array_equal(live_B, np.floor(1.5 * n_B + 1e-9).astype(int))
+  targets_BT = jnp.asarray(_sources(seed=1)[:, :4])
+  loss, _ = ctc.ctc_loss(model, {"inputs": x_BS, "targets": targets_BT}, num_stages=1)
+  enc_BSD, mask_BS = model.encode(x_BS)
+  x_BA = ctc.upsample(x_BS, 1.5)
+  want, _, _ = ctc.stage_loss(model.decode(x_BA, enc_BSD, mask_BS), x_BA != PAD, targets_BT)
+  np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+
+
 def test_decoding_is_its_passes_done_by_hand_and_stops_at_a_fixed_point():
   model = _ctc_model()
   x_BS = jnp.asarray(_sources())
@@ -424,7 +465,12 @@ def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fres
 @pytest.mark.parametrize(
   "change, key, match",
   [
-    (lambda c: c.model.update(ctc_upsample=-1), "model.ctc_upsample", "must be an integer >= 0"),
+    (lambda c: c.model.update(ctc_upsample=-1), "model.ctc_upsample", "must be a number in"),
+    (
+      lambda c: c.model.update(ctc_upsample=0.5),
+      "model.ctc_upsample",
+      r"0 \(no CTC\) or a number >= 1",
+    ),
     (lambda c: c.model.update(decoder="ar"), "model.ctc_upsample", "for a PaDIR model"),
     (lambda c: c.model.update(max_length_offset=4), "model.max_length_offset", "no length"),
     (lambda c: c.loss.update(glancing_ratio=1.5), "loss.glancing_ratio", r"in \[0"),
@@ -434,7 +480,7 @@ def test_bad_ctc_settings_are_refused_in_one_line_before_the_workdir_exists(
   tmp_path, change, key, match
 ):
   config = padir_bible_en_es.get_config()
-  config.model.ctc_upsample = 2
+  config.model.ctc_upsample = 2.0  # a float field: 1.5 is a valid value
   change(config)
   with pytest.raises(ConfigError, match=rf"^config\.{key}=.*{match}") as e:
     cli.run(config, str(tmp_path / "run"), "train.py")
