@@ -6,6 +6,7 @@
   python benchmarks/padir_speed.py --frontier --nar RUN [--nar RUN2 ...] --ar RUN \
       [--deep-shallow RUN] [--sentences 200] [--out DIR]      # the BLEU-latency frontier
   python benchmarks/padir_speed.py --frontier --tiny --out DIR   # its smoke run
+  python benchmarks/padir_speed.py --by-width --nar CTC_RUN [--sentences 500] [--repeats 5]
 
 Decoders: PaDIR with 4 and 10 passes (5 length candidates) on the --nar model, PaDIR-4 trimmed
 (speed.Trimmed: each call decodes at its longest candidate length rounded up to a multiple of 8,
@@ -38,11 +39,18 @@ Python's garbage collector paused (speed.gc_paused). --single-thread runs XLA an
 one thread each (set before jax is imported), the way a batch-1 server pins one thread per
 request: no collective wait on a second core another process holds, which is what p99 sees on
 a 2-core machine.
+
+--by-width (issue 30's p99): the --nar CTC run's one-pass decoder trimmed to --trim, each test
+source decoded --repeats times at batch 1, grouped by the trimmed source width
+(speed.latency_by_width: min / p50 / p90 / p99 per width and over all), and the cost of a
+jitted identity call with the same arguments (speed.call_overhead_ms): whether p99 is the
+widest sources or the spread of identical work, and what is fixed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -60,7 +68,7 @@ if "--single-thread" in sys.argv[1:]:  # before jax is imported: XLA reads its f
 from flax import nnx  # noqa: E402
 
 from gmlm.runs import markdown_table  # noqa: E402
-from padir import data, evaluate, metrics, refinement, restore, speed  # noqa: E402
+from padir import ctc, data, evaluate, metrics, refinement, restore, speed  # noqa: E402
 from padir import model as model_lib  # noqa: E402
 from padir import tokenizer as tok_lib  # noqa: E402
 
@@ -195,6 +203,52 @@ FRONTIER_HEADER = [
   "p99 vs AR greedy",
   "BLEU - AR greedy [95%]",
 ]
+
+
+def by_width(args) -> int:
+  """The --by-width mode (module docstring)."""
+  if args.tiny:
+    base = tiny_models()["nar"].cfg
+    cfg = dataclasses.replace(base, ctc_upsample=2, num_decoder_layers=1)
+    model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
+    model.eval()
+    sources, name = tiny_sources(args.sentences or 8, model), "tiny-ctc"
+  else:
+    if not args.nar or len(args.nar) != 1:
+      print("error: --by-width needs one --nar RUN (a CTC run); fix: name it")
+      return 2
+    model, tok, config = restore.load_model(args.nar[0])
+    if not model.cfg.ctc_upsample:
+      print(f"error: --by-width: {args.nar[0]} is not a CTC run (model.ctc_upsample 0)")
+      return 2
+    sources = test_sources(args.nar[0], tok, config, args.sentences or 200)
+    name = os.path.basename(os.path.normpath(args.nar[0]))
+  decoder = speed.ctc_decoders((1,), (args.trim,), args.blank_penalty)[0]
+  fn = speed.decode_fn(model, decoder)
+  rows = speed.latency_by_width(fn, sources, repeats=args.repeats)
+  k = model.cfg.ctc_upsample
+  header = ["source width", "slots", "sources", "decodes", "min ms", "p50 ms", "p90 ms", "p99 ms"]
+  table = [
+    [
+      r["width"],
+      "-" if r["width"] == "all" else ctc.num_slots(r["width"], k),
+      r["sources"],
+      r["decodes"],
+      r["min_ms"],
+      r["p50_ms"],
+      r["p90_ms"],
+      r["p99_ms"],
+    ]
+    for r in rows
+  ]
+  print(f"{name}: {decoder.name}, batch 1, {args.repeats} decodes a source")
+  print(markdown_table(header, table, digits=3))
+  overhead = speed.call_overhead_ms(model, sources[:1])
+  print(f"a jitted identity call with the same arguments: {overhead:.3f} ms")
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump({"rows": rows, "call_overhead_ms": overhead, "decoder": decoder.name}, f, indent=2)
+  return 0
 
 
 def frontier(args) -> int:
@@ -394,6 +448,12 @@ def main(argv=None) -> int:
     help="random tiny models, 4 sentences, PaDIR-4 and AR greedy only, batch 1 throughout",
   )
   parser.add_argument("--json", help="also write the results there")
+  parser.add_argument(
+    "--by-width",
+    action="store_true",
+    help="the --nar CTC run's 1-pass trimmed decoder: latency by source width (--tiny: random)",
+  )
+  parser.add_argument("--repeats", type=int, default=5, help="--by-width: decodes per source")
   args = parser.parse_args(argv)
   if args.single_thread:
     import torch
@@ -402,6 +462,8 @@ def main(argv=None) -> int:
     args.torch_threads = 1
   if args.frontier:
     return frontier(args)
+  if args.by_width:
+    return by_width(args)
   if args.nar:
     args.nar = args.nar[0]
 

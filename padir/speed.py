@@ -359,6 +359,56 @@ def measure(
   }
 
 
+def latency_by_width(
+  fn: Callable, sources_PS: np.ndarray, *, repeats: int = 5, seed: int = 0
+) -> list[dict[str, Any]]:
+  """Batch-1 latency grouped by the width a trimmed decoder (one with `.width(inputs)`, e.g.
+  SourceTrimmed) runs each source at: every source decoded `repeats` times (the sources in
+  order, then again), the garbage collector paused. One row per width, widest last: width,
+  sources, decodes, min / p50 / p90 / p99 ms; then a row "all" over every decode. Where p99
+  comes from: the widest sources, or the spread of identical work."""
+  if not hasattr(fn, "width"):
+    raise ValueError("latency_by_width needs a trimmed decoder (one with a .width method)")
+  key = jax.random.key(seed)
+  widths = [fn.width(sources_PS[n : n + 1]) for n in range(len(sources_PS))]
+  warm = getattr(fn, "warm", lambda *args: fn(*args))
+  jax.block_until_ready(warm(jnp.asarray(sources_PS[:1]), key))
+  times: dict[int, list[float]] = {}
+  with gc_paused():
+    for _ in range(repeats):
+      for n in range(len(sources_PS)):
+        x = jnp.asarray(sources_PS[n : n + 1])
+        t, _ = _timed(fn, x, key)
+        times.setdefault(widths[n], []).append(t * 1e3)
+
+  def row(width, ms, sources):
+    ms = np.asarray(ms)
+    p = np.percentile(ms, [50, 90, 99])
+    return {
+      "width": width,
+      "sources": sources,
+      "decodes": len(ms),
+      "min_ms": float(ms.min()),
+      "p50_ms": float(p[0]),
+      "p90_ms": float(p[1]),
+      "p99_ms": float(p[2]),
+    }
+
+  rows = [row(w, times[w], widths.count(w)) for w in sorted(times)]
+  return rows + [row("all", np.concatenate([times[w] for w in times]), len(widths))]
+
+
+def call_overhead_ms(model: model_lib.Transformer, inputs_BS, calls: int = 2000) -> float:
+  """The median time of a jitted identity call that takes what a decoder takes (the model's
+  arrays through pure_jit, the inputs, a key): the floor of any batch-1 decode's latency."""
+  ident = pure_jit(lambda m, x, k: (x, jnp.float32(1)), model)
+  key = jax.random.key(0)
+  x = jnp.asarray(inputs_BS)
+  jax.block_until_ready(ident(x, key))
+  ts = [_timed(ident, x, key)[0] for _ in range(calls)]
+  return float(np.median(ts) * 1e3)
+
+
 def breakdown(
   model: model_lib.Transformer,
   options: refinement.RefineOptions,

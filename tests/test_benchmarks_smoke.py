@@ -56,6 +56,14 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   ), out
 
 
+def test_padir_speed_by_width_tiny_prints_a_row_per_width_and_the_call_floor():
+  out = run_benchmark("padir_speed.py", "--by-width", "--tiny", "--repeats", "2", timeout=600)
+  assert "tiny-ctc: ctc-S1-trim8, batch 1, 2 decodes a source" in out, out
+  assert re.search(r"\| all \| - \| 8 \| 16 \|", out), out
+  assert re.search(r"\| 8 \| 16 \| \d+ \| \d+ \|", out), out
+  assert re.search(r"a jitted identity call with the same arguments: \d+\.\d+ ms", out), out
+
+
 def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_path):
   out = run_benchmark(
     "padir_speed.py",

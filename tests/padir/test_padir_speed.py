@@ -210,3 +210,34 @@ def test_gc_paused_stops_the_collector_inside_and_restores_it_after():
     assert not gc.isenabled()  # a caller that had it off keeps it off
   finally:
     gc.enable()
+
+
+def test_latency_by_width_groups_every_decode_by_its_sources_trimmed_width():
+  """A stub trimmed decoder (width = the source's tokens rounded up to 4) that records its
+  calls: each source is decoded `repeats` times at batch 1, each width's row counts its sources
+  and decodes, the percentiles are ordered, and the "all" row covers every decode."""
+  calls = []
+
+  class Stub:
+    def width(self, inputs_BS):
+      return refinement.trimmed_width(int((np.asarray(inputs_BS) != 0).sum()), 12, 4)
+
+    def __call__(self, inputs_BS, key):
+      calls.append(np.asarray(inputs_BS).copy())
+      return jnp.zeros((1, 2), jnp.int32), jnp.float32(1)
+
+  sources = np.zeros((5, 12), np.int32)
+  for i, n in enumerate((1, 3, 4, 5, 9)):
+    sources[i, :n] = 7
+  rows = speed.latency_by_width(Stub(), sources, repeats=3)
+  assert len(calls) == 1 + 5 * 3  # one warm-up, then every source 3 times
+  assert [(r["width"], r["sources"], r["decodes"]) for r in rows] == [
+    (4, 3, 9),
+    (8, 1, 3),
+    (12, 1, 3),
+    ("all", 5, 15),
+  ]
+  for r in rows:
+    assert 0 <= r["min_ms"] <= r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"]
+  with pytest.raises(ValueError, match="trimmed decoder"):
+    speed.latency_by_width(lambda x, k: x, sources)
