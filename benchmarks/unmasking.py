@@ -26,7 +26,10 @@ ours to remove. The GEMM line times XLA's and PyTorch's float32 matmul at the
 model's shapes ([B*L, 384] x [384, 384 | 1536], [B*L, 1536] x [1536, 384], [B, 384] x
 [384, 30522]), weights them by the FLOPs one forward pass spends in each, and prints the ratio
 of the two rates: the sequences/s ratio that matmul speed alone allows. Every timing is the
-fastest of --repeats calls after a warm-up (compile) call. --tiny: a 2 x 32 model with a
+fastest of --repeats calls after a warm-up (compile) call; a sampler's contenders (ours,
+PyTorch, the forward-only runs) are called in rounds, one call each a round, so that a machine
+whose speed drifts during the run (this 2-core VM's does, by 10-15% over minutes) moves them
+alike and the overhead is not the drift between two blocks of calls. --tiny: a 2 x 32 model with a
 2,048-token vocabulary, for the smoke test; --single_thread: both frameworks on one thread.
 """
 
@@ -62,6 +65,22 @@ def best_seconds(fn, repeats: int) -> float:
     t0 = time.perf_counter()
     fn()
     best = min(best, time.perf_counter() - t0)
+  return best
+
+
+def best_interleaved(fns: dict, repeats: int) -> dict:
+  """The fastest of `repeats` calls of each function after one warm-up call each, the calls
+  taken in rounds (every function once a round): a machine that speeds up or slows down during
+  the run moves every contender alike, so their differences (the overhead) do not take the
+  drift between two blocks of calls."""
+  for fn in fns.values():
+    fn()  # compile / warm up
+  best = {name: float("inf") for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      t0 = time.perf_counter()
+      fn()
+      best[name] = min(best[name], time.perf_counter() - t0)
   return best
 
 
@@ -238,39 +257,37 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     for name, s in samplers.items():
       counts = s.counts(N)
-      ours = best_seconds(
-        lambda s=s: jax.block_until_ready(
-          unmasking.run(jax.random.key(0), ours_model, spec, start, s)[0].tokens_BL
-        ),
-        a.repeats,
-      )
       left = N - np.concatenate([[0], np.cumsum(counts)[:-1]])  # masked before each step
       rows = tuple(int(r) for r in (left if s.order == "confidence" else counts))
-      forward = best_seconds(
-        lambda rows=rows: fwd(ours_model, start.tokens_BL, rows).block_until_ready(), a.repeats
-      )
       padded_rows = tuple(
         r for r, _, ks in unmasking._segments(counts, N, s.order) for _ in ks
       )  # the head rows the sampler's scans compute
-      padded = (
-        forward
-        if padded_rows == rows
-        else best_seconds(
-          lambda r=padded_rows: fwd(ours_model, start.tokens_BL, r).block_until_ready(),
-          a.repeats,
-        )
-      )
-      floor = "-"
+
+      def torch_run(s=s, counts=counts):
+        with torch.inference_mode():
+          torch_sampler(theirs, start_t, counts, s.order, cands, gen, lay.offset)
+
+      fns = {
+        "ours": lambda s=s: jax.block_until_ready(
+          unmasking.run(jax.random.key(0), ours_model, spec, start, s)[0].tokens_BL
+        ),
+        "forward": lambda rows=rows: fwd(ours_model, start.tokens_BL, rows).block_until_ready(),
+        "torch": torch_run,
+      }
+      if padded_rows != rows:
+        fns["padded"] = lambda r=padded_rows: fwd(
+          ours_model, start.tokens_BL, r
+        ).block_until_ready()
       if s.order == "confidence":  # the rule's arithmetic at the exact rows
-        ruled = best_seconds(
-          lambda rows=rows: fwd(ours_model, start.tokens_BL, rows, True).block_until_ready(),
-          a.repeats,
-        )
-        floor = f"{(ruled - forward) / forward:.1%}"
-      with torch.inference_mode():
-        torch_s = best_seconds(
-          lambda: torch_sampler(theirs, start_t, counts, s.order, cands, gen, lay.offset), a.repeats
-        )
+        fns["ruled"] = lambda rows=rows: fwd(
+          ours_model, start.tokens_BL, rows, True
+        ).block_until_ready()
+      best = best_interleaved(fns, a.repeats)
+      ours, forward, torch_s = best["ours"], best["forward"], best["torch"]
+      padded = best.get("padded", forward)
+      floor = "-"
+      if "ruled" in best:
+        floor = f"{(best['ruled'] - forward) / forward:.1%}"
       print(
         f"{name:<32} {B:>6} | {B / ours:>10.1f} {B / torch_s:>11.1f} {torch_s / ours:>5.2f}x | "
         f"{(ours - forward) / forward:>7.1%} | {(padded - forward) / forward:>7.1%} | {floor:>10}"
