@@ -9,8 +9,9 @@ each sampler's output law to π_T and to PL_T, Glauber steps from it to TV <= 1/
 unmasking_tv.png (TV to π_T against forward rows per sequence), results.json; every sampler
 and every temperature is a resumable cell.
 
-Time: 243 s of CPU (20 min wall) measured beside other work on a 2-core machine at load ~20,
-2026-11-24; not timed quietly (on 2 quiet cores it should take about 2-4 min). Found: exactly,
+Time: 2 min 51 s on 2 quiet cores (2026-11-26, night: alone at nice -5, a fresh run directory,
+the model and the sentence encoder loaded from disk). Found (the same tables to the digit as
+the first run, 2026-11-24): exactly,
 ancestral unmasking in random order is the unmasking sampler closest to π_T (TV 0.82 / 0.71 /
 0.31 at T = 0.5 / 1 / 2), left-to-right and confidence orders far from it (0.92-1.0 at
 T <= 1); Glauber from any sampler's output takes about as many steps to TV <= 1/4 as from random
