@@ -10,8 +10,8 @@ unmasking_tv.png (TV to π_T against forward rows per sequence), results.json; e
 and every temperature is a resumable cell.
 
 Time: 2 min 51 s on 2 quiet cores (2026-11-26, night: alone at nice -5, a fresh run directory,
-the model and the sentence encoder loaded from disk). Found (the same tables to the digit as
-the first run, 2026-11-24): exactly,
+the model and the sentence encoder loaded from disk). Found (the figures below, first measured
+2026-11-24, are the quiet run's too): exactly,
 ancestral unmasking in random order is the unmasking sampler closest to π_T (TV 0.82 / 0.71 /
 0.31 at T = 0.5 / 1 / 2), left-to-right and confidence orders far from it (0.92-1.0 at
 T <= 1); Glauber from any sampler's output takes about as many steps to TV <= 1/4 as from random
