@@ -8,7 +8,9 @@ Time and result (2026-11-26, night, alone at nice -5 on 2 cores, right after the
 tests at nice 19 beside it now and then): 10m40s for 1,500 steps (1.3-2.8 steps a second; the
 AR's 14m58s). Validation BLEU (one pass) 1.33 / 47.37 / 68.07 at steps 500 / 1,000 / 1,500
 against the AR's 0.78 / 9.07 / 13.51 with 5 beams; lengths within 2 tokens 0.92; 0.4% of the
-validation targets do not fit their 2 x source slots. Test: README (PaDIR, reordering).
+validation targets do not fit their 2 x source slots. Test, 1,024 pairs (configs/padir_eval.py,
+padir_passes=(1,), beside the AR): 68.55 BLEU, chrF 90.4, against AR greedy's 12.1: +56.45
+[+54.5, +58.5].
 """
 
 import ml_collections
