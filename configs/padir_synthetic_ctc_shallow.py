@@ -18,7 +18,15 @@ runs/padir_synthetic_ctc_3x1: validation 98.73; test, 500 sources: 98.93, -1.07 
 against AR greedy) decoded at 2.3-2.7x AR greedy's p50 and p99: the p99 target (3x) needs ~20%
 less.
 
-Time and result: to be filled.
+Time and result (2026-11-26, night; at nice 19 beside the fresh-clone suite, so its time is not
+comparable: 14m58s for the 3,000 steps): validation BLEU 84.15 / 94.14 / 96.81 / 97.19 / 97.49 /
+97.79 at steps 500-3,000, no validation target infeasible. Worse than the 2-slot 3+1 model at
+half the steps (98.73 at 1,500), and no faster where it should be: on the 500 test sources
+(frontier, quiet window, runs/frontier_padir_synthetic_ctc_shallow) 98.80 BLEU, -1.23 [-2.12,
+-0.61] against AR greedy, p50 / p99 1.68 / 2.76 ms trimmed; by source width (--by-width) the
+widest sources' median 1.98 ms against the 2-slot model's 1.91 ms measured earlier. So 1.5 slots
+a token loses BLEU and gains no measurable latency here; 2 stays the default. The same 3+1 model
+with 2 slots and 3,000 steps: --config.model.ctc_upsample=2 (README, speed).
 """
 
 import ml_collections
