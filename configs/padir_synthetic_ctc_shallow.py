@@ -23,9 +23,10 @@ comparable: 14m58s for the 3,000 steps): validation BLEU 84.15 / 94.14 / 96.81 /
 97.79 at steps 500-3,000, no validation target infeasible. Worse than the 2-slot 3+1 model at
 half the steps (98.73 at 1,500), and no faster where it should be: on the 500 test sources
 (frontier, quiet window, runs/frontier_padir_synthetic_ctc_shallow) 98.80 BLEU, -1.23 [-2.12,
--0.61] against AR greedy, p50 / p99 1.68 / 2.76 ms trimmed; by source width (--by-width) the
-widest sources' median 1.98 ms against the 2-slot model's 1.91 ms measured earlier. So 1.5 slots
-a token loses BLEU and gains no measurable latency here; 2 stays the default. The same 3+1 model
+-0.61] against AR greedy, p50 / p99 1.68 / 2.76 ms trimmed, against 1.66 / 3.17 for the 2-slot
+3+1 model in the same run (a noisier window than the evening's: AR greedy 3.66 ms there, 3.06-3.45
+then); by source width (--by-width) the widest sources' median 1.98 ms. So 1.5 slots a token
+loses BLEU and gains no measurable latency here; 2 stays the default. The same 3+1 model
 with 2 slots and 3,000 steps: --config.model.ctc_upsample=2 (README, speed).
 """
 
