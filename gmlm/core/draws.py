@@ -29,11 +29,13 @@ def _invert_cdf(p_RV: jax.Array, u_R: jax.Array) -> jax.Array:
   return jnp.minimum(idx_R, last_positive_R)
 
 
-def block_masses(z_RV: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """The first level of `_two_level_draw`: m[R] = max z and mass[R, nb], the masses of
-  exp(z - m) in blocks of b = ceil(sqrt(V)) entries (the last block the V mod b left over).
-  mass.sum(-1) is the normaliser, so log p_max = -log(mass.sum(-1)) comes with it: a caller that
-  needs both (the confidence order of the unmasking samplers) pays the two passes over z once."""
+def _two_level_draw(z_RV: jax.Array, u_R: jax.Array) -> jax.Array:
+  """Inverse-CDF draw from softmax(z) in two levels, read straight from the logits: pick a
+  block of ~sqrt(V) entries by its mass, then an entry inside it. Two passes over z (its max,
+  then the blocks' masses of exp(z - max), the last block the V mod b left over) and work of
+  ~sqrt(V) per row after them; no normalised [R, V] array is written (at V = 30,522 each such
+  pass is a large share of a masked LM's sampler: README, unmasking speed). XLA's CPU cumsum
+  is superlinear (2.4 s for 1000 x 30522 in one level), hence the two levels."""
   R, V = z_RV.shape
   b = int(np.ceil(np.sqrt(V)))
   full = V // b
@@ -42,16 +44,6 @@ def block_masses(z_RV: jax.Array) -> tuple[jax.Array, jax.Array]:
   if V > full * b:
     rest_R1 = jnp.exp(z_RV[:, full * b :] - m_R[:, None]).sum(-1, keepdims=True)
     mass_RN = jnp.concatenate([mass_RN, rest_R1], axis=-1)
-  return m_R, mass_RN
-
-
-def draw_from_block_masses(
-  z_RV: jax.Array, m_R: jax.Array, mass_RN: jax.Array, u_R: jax.Array
-) -> jax.Array:
-  """The second level of `_two_level_draw` given `block_masses(z_RV)`: a block by its mass, then
-  an entry inside it (work of ~sqrt(V) per row)."""
-  V = z_RV.shape[-1]
-  b = int(np.ceil(np.sqrt(V)))
   nb = mass_RN.shape[-1]
   cdf_RN = jnp.cumsum(mass_RN, axis=-1)
   target_R = u_R * cdf_RN[:, -1]
@@ -70,29 +62,15 @@ def draw_from_block_masses(
   return blk_R * b + _invert_cdf(inner_Rb, u_in_R)
 
 
-def _two_level_draw(z_RV: jax.Array, u_R: jax.Array) -> jax.Array:
-  """Inverse-CDF draw from softmax(z) in two levels, read straight from the logits: pick a
-  block of ~sqrt(V) entries by its mass, then an entry inside it. Two passes over z (its max,
-  then the blocks' masses of exp(z - max), the last block the V mod b left over) and work of
-  ~sqrt(V) per row after them; no normalised [R, V] array is written (at V = 30,522 each such
-  pass is a large share of a masked LM's sampler: README, unmasking speed). XLA's CPU cumsum
-  is superlinear (2.4 s for 1000 x 30522 in one level), hence the two levels."""
-  m_R, mass_RN = block_masses(z_RV)
-  return draw_from_block_masses(z_RV, m_R, mass_RN, u_R)
-
-
-def uniforms(key: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
-  """The uniforms `categorical(key, logits[*batch_shape, V])` draws with."""
-  return jax.random.uniform(key, (math.prod(batch_shape),), dtype=jnp.float32).reshape(batch_shape)
-
-
 def categorical(key: jax.Array, logits_BXV: jax.Array) -> jax.Array:
   """Index draws from softmax(logits) along the last axis, by inversion of the CDF.
 
   One uniform per draw (Gumbel-max needs V of them, 4x slower here at V = 64); the law is
   the same up to float32 rounding of the CDF.
   """
-  return categorical_from_uniform(uniforms(key, logits_BXV.shape[:-1]), logits_BXV)
+  batch_shape = logits_BXV.shape[:-1]
+  u_BX = jax.random.uniform(key, (math.prod(batch_shape),), dtype=jnp.float32).reshape(batch_shape)
+  return categorical_from_uniform(u_BX, logits_BXV)
 
 
 def categorical_from_uniform(u_BX: jax.Array, logits_BXV: jax.Array) -> jax.Array:

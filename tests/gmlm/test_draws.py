@@ -66,32 +66,3 @@ def test_the_law_of_many_draws_is_softmax_of_the_logits():
   chi2 = ((obs - exp) ** 2 / exp).sum()
   dof = len(obs) - 1
   assert chi2 < stats.chi2.ppf(0.999, dof), (chi2, dof)  # the null's 99.9% quantile
-
-
-@pytest.mark.parametrize("V", [11, 65, 30522])  # the unmasking samplers reuse it at any V
-def test_block_masses_give_the_log_normaliser_and_the_same_inverse_cdf_draw(V):
-  """block_masses' total is sum exp(z - max) (float64 by hand), and the second level drawn from
-  them picks the float64 inverse-CDF index of the uniform (but within rounding of a boundary)."""
-  rng = np.random.default_rng(V + 1)
-  R = 64
-  z_RV = rng.normal(size=(R, V)).astype(np.float32) * 3
-  z_RV[:, rng.random(V) < 0.3] = -np.inf
-  z_RV[:, 0] = 0.5  # at least one finite entry a row
-  u_R = rng.random(R).astype(np.float32)
-  m_R, mass_RN = draws.block_masses(jnp.asarray(z_RV))
-  z64 = z_RV.astype(np.float64)
-  m64 = z64.max(-1)
-  np.testing.assert_allclose(np.asarray(m_R), m64)
-  np.testing.assert_allclose(
-    np.asarray(mass_RN).sum(-1), np.exp(z64 - m64[:, None]).sum(-1), rtol=1e-5
-  )
-  got = np.asarray(draws.draw_from_block_masses(jnp.asarray(z_RV), m_R, mass_RN, jnp.asarray(u_R)))
-  close = 0
-  for r in range(R):
-    want, gap = _inverse_cdf_64(z64[r], float(u_R[r]))
-    assert np.isfinite(z_RV[r, got[r]])
-    if gap > 1e-5:
-      assert got[r] == want, (r, got[r], want)
-    else:
-      close += 1
-  assert close <= R // 4
