@@ -35,7 +35,11 @@ greedy" columns and the paired bootstrap compare with the faster AR greedy row. 
 lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
 with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
 marker per model family, the frontier drawn) and DIR/frontier.json. Latencies are timed with
-Python's garbage collector paused (speed.gc_paused). --single-thread runs XLA and PyTorch on
+Python's garbage collector paused (speed.gc_paused), the JAX decoders' calls interleaved
+source by source (speed.measure_many: every decoder decodes source n before any decodes n + 1,
+in a shuffled order, so that the machine's drift falls on all rows alike; PyTorch's row is
+timed apart, before them), each source --repeats times (p50 / p99 over all the decodes).
+--single-thread runs XLA and PyTorch on
 one thread each (set before jax is imported), the way a batch-1 server pins one thread per
 request: no collective wait on a second core another process holds, which is what p99 sees on
 a 2-core machine.
@@ -320,14 +324,31 @@ def frontier(args) -> int:
         ),
       ]
     plan += [(family, name, model, tok, dec) for dec in decoders]
-  rows = []
-  for family, name, model, tok, decoder in plan:
+
+  def sources_for(model, tok):
     S = model.cfg.max_source_length
     if args.tiny:
-      src = np.pad(sources, ((0, 0), (0, max(S - sources.shape[1], 0))))[:, :S]
-    else:
-      src = evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
-    r = speed.measure(model, decoder, src, throughput_batch=throughput_batch, keep_tokens=True)
+      return np.pad(sources, ((0, 0), (0, max(S - sources.shape[1], 0))))[:, :S]
+    return evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
+
+  # PyTorch apart (its OpenMP threads spin after each call and would slow whichever decoder
+  # came next); the JAX decoders together, their batch-1 calls interleaved source by source
+  # (speed.measure_many), so that the machine's drift falls on all rows alike.
+  measured = {}
+  for i, (family, name, model, tok, decoder) in enumerate(plan):
+    if decoder.kind == "torch":
+      measured[i] = speed.measure(
+        model, decoder, sources_for(model, tok), throughput_batch=throughput_batch, keep_tokens=True
+      )
+  jax_rows = [i for i, p in enumerate(plan) if p[4].kind != "torch"]
+  jobs = [(plan[i][2], plan[i][4], sources_for(plan[i][2], plan[i][3]), None) for i in jax_rows]
+  many = speed.measure_many(
+    jobs, throughput_batch=throughput_batch, keep_tokens=True, repeats=args.repeats
+  )
+  measured.update(zip(jax_rows, many))
+  rows = []
+  for i, (family, name, model, tok, decoder) in enumerate(plan):
+    r = measured[i]
     hyps = [tok.decode(row) for row in r.pop("tokens")]
     bleu = metrics.bleu(hyps, references, target_lang).score
     rows.append(
@@ -394,6 +415,7 @@ def frontier(args) -> int:
         "rows": rows,
         "gemm": gemm,
         "sentences": len(references),
+        "repeats": args.repeats,
         "single_thread": args.single_thread,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
       },
@@ -453,7 +475,12 @@ def main(argv=None) -> int:
     action="store_true",
     help="the --nar CTC run's 1-pass trimmed decoder: latency by source width (--tiny: random)",
   )
-  parser.add_argument("--repeats", type=int, default=5, help="--by-width: decodes per source")
+  parser.add_argument(
+    "--repeats",
+    type=int,
+    default=5,
+    help="--by-width, --frontier: batch-1 decodes per source (p50 / p99 over all of them)",
+  )
   args = parser.parse_args(argv)
   if args.single_thread:
     import torch

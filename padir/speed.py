@@ -9,7 +9,9 @@ to the model's max_source_length (one shape: one compilation) and reports
   compiles every width), apart from the rest;
 - latency at batch 1: one call per sentence, each timed alone (wall clock, device synchronized);
   p50 and p99 over the sentences, in milliseconds, with Python's garbage collector paused
-  (`gc_paused`, as `timeit` does);
+  (`gc_paused`, as `timeit` does). `measure_many` times several decoders with their calls
+  interleaved source by source (`interleaved_latencies`), so that the machine's drift falls
+  on all of them alike: what a comparison of decoders needs;
 - throughput at batch 64: sentences per second over full batches after a warm-up call;
 - decoder passes per sentence (mean at batch 1): the refinement passes of the chosen candidate
   (early stopping included; every candidate of a source is decoded in the same passes), tokens
@@ -310,6 +312,51 @@ def _timed(fn: Callable, *args) -> tuple[float, Any]:
   return time.perf_counter() - start, out
 
 
+def interleaved_latencies(
+  jobs: Sequence[tuple[Callable, np.ndarray]],
+  key: jax.Array,
+  *,
+  repeats: int = 1,
+  keep_tokens: bool = False,
+  seed: int = 0,
+) -> list[dict[str, Any]]:
+  """Batch-1 latency of several decoders, interleaved. jobs: (fn, sources [N, S]) pairs, fn
+  (inputs_BS, key) -> (tokens_BT, passes), the same N for all. Source n is decoded by every fn
+  (in an order shuffled per source from `seed`) before source n + 1, with the key
+  fold_in(key, n); all of it `repeats` times, the garbage collector paused. Timing one decoder
+  after another instead lets the machine's drift fall on some rows and not others: on this
+  2-core VM the same AR greedy decoder's p50 moved from 3.1 to 4.9 ms between runs minutes apart
+  (2026-11-26), more than the ratios the frontier reports. Per job: "ms" (every decode's wall
+  time, [repeats * N]), "passes" (the first repeat's, [N]) and, with keep_tokens, "tokens" (the
+  first repeat's outputs, [N, T])."""
+  n_sources = {len(src) for _, src in jobs}
+  if len(n_sources) != 1:
+    raise ValueError(f"interleaved_latencies: every job needs the same sources, got {n_sources}")
+  (N,) = n_sources
+  order = np.random.default_rng(seed)
+  out = [{"ms": [], "passes": [], "tokens": []} for _ in jobs]
+  with gc_paused():
+    for r in range(repeats):
+      for n in range(N):
+        k = jax.random.fold_in(key, n)
+        for j in order.permutation(len(jobs)):
+          fn, src = jobs[j]
+          t, (tokens, steps) = _timed(fn, jnp.asarray(src[n : n + 1]), k)
+          out[j]["ms"].append(t * 1e3)
+          if r == 0:
+            out[j]["passes"].append(float(steps))
+            if keep_tokens:
+              out[j]["tokens"].append(np.asarray(tokens)[0])
+  return [
+    {
+      "ms": np.asarray(o["ms"]),
+      "passes": np.asarray(o["passes"]),
+      **({"tokens": np.stack(o["tokens"])} if keep_tokens else {}),
+    }
+    for o in out
+  ]
+
+
 def measure(
   model: model_lib.Transformer,
   decoder: Decoder,
@@ -326,37 +373,69 @@ def measure(
   throughput_batch rows are cycled from them for the throughput). ar_model: PaDIR's AR
   reranker (options.rerank="ar"), its time included. keep_tokens: also return the batch-1
   outputs ("tokens", [N, T] numpy), e.g. to score them."""
-  fn = decode_fn(model, decoder, ar_model)
+  (result,) = measure_many(
+    [(model, decoder, sources_PS, ar_model)],
+    seed=seed,
+    throughput_batch=throughput_batch,
+    throughput_batches=throughput_batches,
+    keep_tokens=keep_tokens,
+  )
+  return result
+
+
+def measure_many(
+  jobs: Sequence[tuple[model_lib.Transformer, Decoder, np.ndarray, model_lib.Transformer | None]],
+  *,
+  seed: int = 0,
+  throughput_batch: int = THROUGHPUT_BATCH,
+  throughput_batches: int = 2,
+  keep_tokens: bool = False,
+  repeats: int = 1,
+) -> list[dict[str, Any]]:
+  """`measure` for several (model, decoder, sources [N, that model's max_source_length],
+  ar_model or None) at once: every decoder compiled first, then their batch-1 latencies
+  interleaved source by source (interleaved_latencies; p50 / p99 over repeats x N decodes),
+  then each one's throughput. The tokens, passes and throughput are what `measure` gives each
+  alone."""
   key = jax.random.key(seed)
-  warm = getattr(fn, "warm", lambda *args: fn(*args))  # Trimmed: every width
-  compile_s, _ = _timed(warm, jnp.asarray(sources_PS[:1]), key)
-  times, passes, outputs = [], [], []
-  with gc_paused():
-    for n in range(len(sources_PS)):
-      args = jnp.asarray(sources_PS[n : n + 1]), jax.random.fold_in(key, n)
-      t, (tokens, steps) = _timed(fn, *args)
-      times.append(t)
-      passes.append(float(steps))
-      if keep_tokens:
-        outputs.append(np.asarray(tokens)[0])
-  rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
-  batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
-  batch_compile_s = _timed(warm, batches[0], key)[0] if throughput_batch > 1 else 0.0
-  total = sum(_timed(fn, b, jax.random.fold_in(key, i))[0] for i, b in enumerate(batches))
-  ms = np.asarray(times) * 1e3
-  return {
-    "decoder": dataclasses.asdict(decoder),
-    "sentences": len(sources_PS),
-    "compile_s": compile_s,
-    "batch_compile_s": batch_compile_s,
-    "p50_ms": float(np.percentile(ms, 50)),
-    "p99_ms": float(np.percentile(ms, 99)),
-    "mean_ms": float(ms.mean()),
-    "passes": float(np.mean(passes)),
-    "throughput": throughput_batch * throughput_batches / total,
-    **peak_memory(),
-    **({"tokens": np.stack(outputs)} if keep_tokens else {}),
-  }
+  fns, compile_s = [], []
+  for model, decoder, sources_PS, ar_model in jobs:
+    fn = decode_fn(model, decoder, ar_model)
+    warm = getattr(fn, "warm", lambda *args, fn=fn: fn(*args))  # Trimmed: every width
+    compile_s.append(_timed(warm, jnp.asarray(sources_PS[:1]), key)[0])
+    fns.append(fn)
+  timed = interleaved_latencies(
+    [(fn, job[2]) for fn, job in zip(fns, jobs)],
+    key,
+    repeats=repeats,
+    keep_tokens=keep_tokens,
+    seed=seed,
+  )
+  results = []
+  for fn, (model, decoder, sources_PS, _), c, t in zip(fns, jobs, compile_s, timed):
+    rows = np.resize(sources_PS, (throughput_batch * throughput_batches, sources_PS.shape[1]))
+    batches = [jnp.asarray(rows[i::throughput_batches]) for i in range(throughput_batches)]
+    warm = getattr(fn, "warm", fn)
+    batch_compile_s = _timed(warm, batches[0], key)[0] if throughput_batch > 1 else 0.0
+    total = sum(_timed(fn, b, jax.random.fold_in(key, i))[0] for i, b in enumerate(batches))
+    ms = t["ms"]
+    results.append(
+      {
+        "decoder": dataclasses.asdict(decoder),
+        "sentences": len(sources_PS),
+        "decodes": len(ms),
+        "compile_s": c,
+        "batch_compile_s": batch_compile_s,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+        "passes": float(np.mean(t["passes"])),
+        "throughput": throughput_batch * throughput_batches / total,
+        **peak_memory(),
+        **({"tokens": t["tokens"]} if keep_tokens else {}),
+      }
+    )
+  return results
 
 
 def latency_by_width(

@@ -76,6 +76,8 @@ def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_pa
     "--out",
     str(tmp_path),
     "--single-thread",
+    "--repeats",
+    "2",
     timeout=900,
   )
   for family, decoder in (
@@ -102,6 +104,10 @@ def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_pa
   # --single-thread reaches XLA before jax is imported, and is recorded with the results.
   assert saved["single_thread"] is True
   assert "--xla_cpu_multi_thread_eigen=false" in saved["xla_flags"]
+  # The JAX rows' latencies pool --repeats decodes of each source; PyTorch's is timed apart, once.
+  assert saved["repeats"] == 2 and saved["sentences"] == 4
+  for row in saved["rows"]:
+    assert row["decodes"] == (4 if row["family"] == "PyTorch AR" else 8), row["decoder"]
 
 
 def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():

@@ -241,3 +241,62 @@ def test_latency_by_width_groups_every_decode_by_its_sources_trimmed_width():
     assert 0 <= r["min_ms"] <= r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"]
   with pytest.raises(ValueError, match="trimmed decoder"):
     speed.latency_by_width(lambda x, k: x, sources)
+
+
+def test_interleaved_latencies_decode_each_source_by_every_decoder_before_the_next():
+  """Stub decoders that record their calls: per repeat, source n goes through every decoder
+  (in a per-source shuffled order) before source n + 1, with the key fold_in(key, n); each
+  decoder sees its own sources in order; the tokens and passes kept are the first repeat's;
+  sources of different counts are refused."""
+  calls = []
+
+  def stub(j):
+    def fn(inputs_BS, key):
+      calls.append((j, int(np.asarray(inputs_BS)[0, 0]), jax.random.key_data(key).tolist()))
+      return jnp.full((1, 2), len(calls), jnp.int32), jnp.float32(j + 10)
+
+    return fn
+
+  N, J, repeats = 6, 3, 2
+  sources = [np.arange(N)[:, None] * 10 + j + np.zeros((N, 4), np.int64) for j in range(J)]
+  key = jax.random.key(5)
+  out = speed.interleaved_latencies(
+    [(stub(j), sources[j]) for j in range(J)], key, repeats=repeats, keep_tokens=True
+  )
+  assert len(calls) == repeats * N * J
+  orders = []
+  for block in range(repeats * N):
+    n = block % N
+    chunk = calls[block * J : (block + 1) * J]
+    assert sorted(j for j, _, _ in chunk) == list(range(J))  # every decoder once
+    assert all(first == n * 10 + j for j, first, _ in chunk)  # its own row n
+    want_key = jax.random.key_data(jax.random.fold_in(key, n)).tolist()
+    assert all(k == want_key for _, _, k in chunk)
+    orders.append(tuple(j for j, _, _ in chunk))
+  assert len(set(orders)) > 1  # the order is shuffled, not fixed
+  for j, o in enumerate(out):
+    assert o["ms"].shape == (repeats * N,) and (o["ms"] > 0).all()
+    np.testing.assert_array_equal(o["passes"], np.full(N, j + 10.0))
+    first = [i + 1 for i, c in enumerate(calls[: N * J]) if c[0] == j]  # call counts, repeat 0
+    np.testing.assert_array_equal(o["tokens"][:, 0], first)
+  with pytest.raises(ValueError, match="the same sources"):
+    speed.interleaved_latencies([(stub(0), sources[0]), (stub(1), sources[1][:3])], key)
+
+
+def test_measure_many_gives_each_decoder_what_measure_gives_it_alone():
+  """Interleaving the timing changes no output: tokens and passes of measure_many equal
+  measure's for each decoder alone, and p50 / p99 come from repeats x N decodes."""
+  nar, ar = padir_util.tiny_model("nar"), padir_util.tiny_model("ar", seed=1)
+  src = np.asarray(INPUTS)
+  decoders = [
+    (nar, speed.Decoder("p", "padir", refinement.RefineOptions(num_lengths=2)), src, None),
+    (ar, speed.Decoder("g", "greedy"), src, None),
+    (ar, speed.Decoder("b", "beam", beam_size=2), src, None),
+  ]
+  many = speed.measure_many(decoders, throughput_batch=1, keep_tokens=True, repeats=3)
+  for (model, decoder, _, _), r in zip(decoders, many):
+    alone = speed.measure(model, decoder, src, throughput_batch=1, keep_tokens=True)
+    np.testing.assert_array_equal(r["tokens"], alone["tokens"])
+    assert r["passes"] == alone["passes"]
+    assert r["decodes"] == 3 * len(src) and alone["decodes"] == len(src)
+    assert 0 < r["p50_ms"] <= r["p99_ms"]
