@@ -36,9 +36,9 @@ lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the mode
 with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
 marker per model family, the frontier drawn) and DIR/frontier.json. Latencies are timed with
 Python's garbage collector paused (speed.gc_paused), the JAX decoders' calls interleaved
-source by source (speed.measure_many: every decoder decodes source n before any decodes n + 1,
-in a shuffled order, so that the machine's drift falls on all rows alike; PyTorch's row is
-timed apart, before them), each source --repeats times (p50 / p99 over all the decodes).
+in blocks (speed.measure_many: every decoder decodes a block of 25 sources, warm, before any
+decodes the next block, in a shuffled order, so that the machine's drift falls on all rows
+alike; PyTorch's row is timed apart, before them), each source --repeats times (p50 / p99 over all the decodes).
 --single-thread runs XLA and PyTorch on
 one thread each (set before jax is imported), the way a batch-1 server pins one thread per
 request: no collective wait on a second core another process holds, which is what p99 sees on
@@ -332,8 +332,8 @@ def frontier(args) -> int:
     return evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
 
   # PyTorch apart (its OpenMP threads spin after each call and would slow whichever decoder
-  # came next); the JAX decoders together, their batch-1 calls interleaved source by source
-  # (speed.measure_many), so that the machine's drift falls on all rows alike.
+  # came next); the JAX decoders together, their batch-1 calls interleaved in blocks of 25
+  # sources (speed.measure_many), so that the machine's drift falls on all rows alike.
   measured = {}
   for i, (family, name, model, tok, decoder) in enumerate(plan):
     if decoder.kind == "torch":

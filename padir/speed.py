@@ -10,8 +10,8 @@ to the model's max_source_length (one shape: one compilation) and reports
 - latency at batch 1: one call per sentence, each timed alone (wall clock, device synchronized);
   p50 and p99 over the sentences, in milliseconds, with Python's garbage collector paused
   (`gc_paused`, as `timeit` does). `measure_many` times several decoders with their calls
-  interleaved source by source (`interleaved_latencies`), so that the machine's drift falls
-  on all of them alike: what a comparison of decoders needs;
+  interleaved in blocks of 25 sources (`interleaved_latencies`), so that the machine's drift
+  falls on all of them alike: what a comparison of decoders needs;
 - throughput at batch 64: sentences per second over full batches after a warm-up call;
 - decoder passes per sentence (mean at batch 1): the refinement passes of the chosen candidate
   (early stopping included; every candidate of a source is decoded in the same passes), tokens
@@ -317,36 +317,47 @@ def interleaved_latencies(
   key: jax.Array,
   *,
   repeats: int = 1,
+  block: int = 25,
   keep_tokens: bool = False,
   seed: int = 0,
 ) -> list[dict[str, Any]]:
-  """Batch-1 latency of several decoders, interleaved. jobs: (fn, sources [N, S]) pairs, fn
-  (inputs_BS, key) -> (tokens_BT, passes), the same N for all. Source n is decoded by every fn
-  (in an order shuffled per source from `seed`) before source n + 1, with the key
-  fold_in(key, n); all of it `repeats` times, the garbage collector paused. Timing one decoder
-  after another instead lets the machine's drift fall on some rows and not others: on this
-  2-core VM the same AR greedy decoder's p50 moved from 3.1 to 4.9 ms between runs minutes apart
-  (2026-11-26), more than the ratios the frontier reports. Per job: "ms" (every decode's wall
-  time, [repeats * N]), "passes" (the first repeat's, [N]) and, with keep_tokens, "tokens" (the
-  first repeat's outputs, [N, T])."""
+  """Batch-1 latency of several decoders, interleaved in blocks. jobs: (fn, sources [N, S])
+  pairs, fn (inputs_BS, key) -> (tokens_BT, passes), the same N for all. The sources go in
+  blocks of `block`; each block is decoded by every fn in turn (in an order shuffled per block
+  from `seed`), one source at a time with the key fold_in(key, n), after one untimed call on
+  the block's first source; all of it `repeats` times, the garbage collector paused.
+
+  Why blocks: timing one decoder after another over minutes lets the machine's drift fall on
+  some rows and not others (on this 2-core VM the same AR greedy decoder's p50 moved from 3.1
+  to 4.9 ms between runs, 2026-11-26); interleaving every single call instead makes each call
+  find the previous decoder's weights and code in the caches, a cost a server running one
+  model does not pay (it slowed the 1-2 ms decoders by 15-35% against AR's 5-15%). A block is
+  ~0.1 s of one decoder, warm, and the blocks interleave faster than the drift moves.
+
+  Per job: "ms" (every timed decode's wall time, [repeats * N]), "passes" (the first repeat's,
+  [N]) and, with keep_tokens, "tokens" (the first repeat's outputs, [N, T])."""
   n_sources = {len(src) for _, src in jobs}
   if len(n_sources) != 1:
     raise ValueError(f"interleaved_latencies: every job needs the same sources, got {n_sources}")
+  if block < 1:
+    raise ValueError(f"interleaved_latencies: block must be >= 1, got {block}")
   (N,) = n_sources
   order = np.random.default_rng(seed)
   out = [{"ms": [], "passes": [], "tokens": []} for _ in jobs]
   with gc_paused():
     for r in range(repeats):
-      for n in range(N):
-        k = jax.random.fold_in(key, n)
+      for b in range(0, N, block):
         for j in order.permutation(len(jobs)):
           fn, src = jobs[j]
-          t, (tokens, steps) = _timed(fn, jnp.asarray(src[n : n + 1]), k)
-          out[j]["ms"].append(t * 1e3)
-          if r == 0:
-            out[j]["passes"].append(float(steps))
-            if keep_tokens:
-              out[j]["tokens"].append(np.asarray(tokens)[0])
+          jax.block_until_ready(fn(jnp.asarray(src[b : b + 1]), jax.random.fold_in(key, b)))
+          for n in range(b, min(b + block, N)):
+            k = jax.random.fold_in(key, n)
+            t, (tokens, steps) = _timed(fn, jnp.asarray(src[n : n + 1]), k)
+            out[j]["ms"].append(t * 1e3)
+            if r == 0:
+              out[j]["passes"].append(float(steps))
+              if keep_tokens:
+                out[j]["tokens"].append(np.asarray(tokens)[0])
   return [
     {
       "ms": np.asarray(o["ms"]),
@@ -394,7 +405,7 @@ def measure_many(
 ) -> list[dict[str, Any]]:
   """`measure` for several (model, decoder, sources [N, that model's max_source_length],
   ar_model or None) at once: every decoder compiled first, then their batch-1 latencies
-  interleaved source by source (interleaved_latencies; p50 / p99 over repeats x N decodes),
+  interleaved in blocks of sources (interleaved_latencies; p50 / p99 over repeats x N decodes),
   then each one's throughput. The tokens, passes and throughput are what `measure` gives each
   alone."""
   key = jax.random.key(seed)

@@ -243,11 +243,12 @@ def test_latency_by_width_groups_every_decode_by_its_sources_trimmed_width():
     speed.latency_by_width(lambda x, k: x, sources)
 
 
-def test_interleaved_latencies_decode_each_source_by_every_decoder_before_the_next():
-  """Stub decoders that record their calls: per repeat, source n goes through every decoder
-  (in a per-source shuffled order) before source n + 1, with the key fold_in(key, n); each
-  decoder sees its own sources in order; the tokens and passes kept are the first repeat's;
-  sources of different counts are refused."""
+def test_interleaved_latencies_decode_each_block_by_every_decoder_before_the_next():
+  """Stub decoders that record their calls: per repeat, each block of sources goes through
+  every decoder (in a per-block shuffled order) before the next block, each decoder taking one
+  untimed call on the block's first source and then the block's sources in order with the key
+  fold_in(key, n); the tokens and passes kept are the first repeat's timed calls'; sources of
+  different counts and a block < 1 are refused."""
   calls = []
 
   def stub(j):
@@ -257,30 +258,45 @@ def test_interleaved_latencies_decode_each_source_by_every_decoder_before_the_ne
 
     return fn
 
-  N, J, repeats = 6, 3, 2
+  N, J, repeats, block = 7, 3, 2, 3  # blocks of 3, 3 and 1 sources
   sources = [np.arange(N)[:, None] * 10 + j + np.zeros((N, 4), np.int64) for j in range(J)]
   key = jax.random.key(5)
   out = speed.interleaved_latencies(
-    [(stub(j), sources[j]) for j in range(J)], key, repeats=repeats, keep_tokens=True
+    [(stub(j), sources[j]) for j in range(J)],
+    key,
+    repeats=repeats,
+    block=block,
+    keep_tokens=True,
   )
-  assert len(calls) == repeats * N * J
-  orders = []
-  for block in range(repeats * N):
-    n = block % N
-    chunk = calls[block * J : (block + 1) * J]
-    assert sorted(j for j, _, _ in chunk) == list(range(J))  # every decoder once
-    assert all(first == n * 10 + j for j, first, _ in chunk)  # its own row n
-    want_key = jax.random.key_data(jax.random.fold_in(key, n)).tolist()
-    assert all(k == want_key for _, _, k in chunk)
-    orders.append(tuple(j for j, _, _ in chunk))
+  fold = lambda n: jax.random.key_data(jax.random.fold_in(key, n)).tolist()
+  expected_per_repeat = sum(J * (1 + min(block, N - b)) for b in range(0, N, block))
+  assert len(calls) == repeats * expected_per_repeat
+  pos, orders, timed = 0, [], {j: [] for j in range(J)}  # timed: call counts, repeat 0
+  for r in range(repeats):
+    for b in range(0, N, block):
+      size = min(block, N - b)
+      chunk = calls[pos : pos + J * (1 + size)]
+      order = [chunk[i * (1 + size)][0] for i in range(J)]
+      assert sorted(order) == list(range(J))  # every decoder once per block
+      orders.append(tuple(order))
+      for i, j in enumerate(order):
+        run = chunk[i * (1 + size) : (i + 1) * (1 + size)]
+        assert all(c[0] == j for c in run)  # a decoder's block is contiguous
+        assert run[0][1:] == (b * 10 + j, fold(b))  # the untimed warm call
+        assert [c[1] for c in run[1:]] == [n * 10 + j for n in range(b, b + size)]
+        assert [c[2] for c in run[1:]] == [fold(n) for n in range(b, b + size)]
+        if r == 0:
+          timed[j] += [pos + i * (1 + size) + 1 + m + 1 for m in range(size)]
+      pos += J * (1 + size)
   assert len(set(orders)) > 1  # the order is shuffled, not fixed
   for j, o in enumerate(out):
     assert o["ms"].shape == (repeats * N,) and (o["ms"] > 0).all()
     np.testing.assert_array_equal(o["passes"], np.full(N, j + 10.0))
-    first = [i + 1 for i, c in enumerate(calls[: N * J]) if c[0] == j]  # call counts, repeat 0
-    np.testing.assert_array_equal(o["tokens"][:, 0], first)
+    np.testing.assert_array_equal(o["tokens"][:, 0], timed[j])
   with pytest.raises(ValueError, match="the same sources"):
     speed.interleaved_latencies([(stub(0), sources[0]), (stub(1), sources[1][:3])], key)
+  with pytest.raises(ValueError, match="block must be >= 1"):
+    speed.interleaved_latencies([(stub(0), sources[0])], key, block=0)
 
 
 def test_measure_many_gives_each_decoder_what_measure_gives_it_alone():
