@@ -5,7 +5,10 @@
     python train.py --config configs/padir_bible_es_en.py --workdir runs/padir_bible_es_en
 
 configs/padir_bible_en_es.py with the corpus written Spanish first (the same verses in the same
-splits) and its own 8k vocabulary. Time and result: to be filled (not run yet).
+splits) and its own 8k vocabulary. Trained 2026-11-26 (night) at `nice -5`, with unit tests and
+an evaluation at `nice 19` beside it: 32m55s for the 1,000 steps; validation BLEU 0.36 / 0.49 /
+0.53 / 0.79 at steps 250-1,000, lengths exact 0.09 and within 2 tokens 0.48 at the end, against
+the AR teacher's 10.9 in 38 min and the CTC student's 8.4 (README, ES->EN).
 """
 
 import ml_collections
