@@ -6,8 +6,7 @@
     python train.py --config configs/padir_bible_es_en_ctc_distill.py \
         --workdir runs/padir_bible_es_en_ctc_distill
 
-The distilled corpus is configs/padir_bible_es_en_recipe_distill.py's (data/bible_es_en_distilled,
-reused when it is there).
+The teacher's translations go to data/bible_es_en_distilled (reused when they are there).
 
 Time and result (2026-11-26; stopped at step 1,500 of 2,000 to free the cores, and it resumes
 from there): steps 0-900 ran at nice 19 beside the fresh-clone suite (2-4 s a step), then alone
