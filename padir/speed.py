@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tqdm
 from flax import nnx
 
 from padir import ctc, decode, refinement
@@ -344,7 +345,8 @@ def interleaved_latencies(
   (N,) = n_sources
   order = np.random.default_rng(seed)
   out = [{"ms": [], "passes": [], "tokens": []} for _ in jobs]
-  with gc_paused():
+  bar = tqdm.tqdm(total=repeats * N * len(jobs), desc="batch-1 latency", unit="decode")
+  with gc_paused(), bar:
     for r in range(repeats):
       for b in range(0, N, block):
         for j in order.permutation(len(jobs)):
@@ -358,6 +360,7 @@ def interleaved_latencies(
               out[j]["passes"].append(float(steps))
               if keep_tokens:
                 out[j]["tokens"].append(np.asarray(tokens)[0])
+          bar.update(min(block, N - b))  # a block at a time: no host work between timed calls
   return [
     {
       "ms": np.asarray(o["ms"]),
