@@ -30,7 +30,10 @@ then); by source width (--by-width) the widest sources' median 1.98 ms. So 1.5 s
 loses BLEU and gains no measurable latency here. With 2 slots, this config as it stands
 (runs/padir_synthetic_ctc_shallow_k2, 21 min beside the suite; validation 99.84 from step 2,000): test 100.00, AR greedy's BLEU exactly,
 at 1.68 / 2.80 ms p50 / p99 trimmed against AR greedy-trim8's 4.90 / 7.95 in the same quiet
-window, 2.91x / 2.84x (README, speed). That is the decoder to use on a CPU.
+window, 2.91x / 2.84x; with the decoders interleaved in blocks (2026-11-27, quiet, --repeats 5:
+the drift between rows removed), 1.35 / 2.40 ms against 3.51 / 6.02, 2.60x / 2.51x, and 2.63x /
+2.53x in a second run with --trim 4; it dominates the deep-shallow AR (99.93 at 2.16 / 3.64 ms)
+(README, speed). That is the decoder to use on a CPU.
 """
 
 import ml_collections
