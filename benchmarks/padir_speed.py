@@ -38,11 +38,10 @@ marker per model family, the frontier drawn) and DIR/frontier.json. Latencies ar
 Python's garbage collector paused (speed.gc_paused), the JAX decoders' calls interleaved
 in blocks (speed.measure_many: every decoder decodes a block of 25 sources, warm, before any
 decodes the next block, in a shuffled order, so that the machine's drift falls on all rows
-alike; PyTorch's row is timed apart, before them), each source --repeats times (p50 / p99 over all the decodes).
---single-thread runs XLA and PyTorch on
-one thread each (set before jax is imported), the way a batch-1 server pins one thread per
-request: no collective wait on a second core another process holds, which is what p99 sees on
-a 2-core machine.
+alike; PyTorch's row is timed apart, before them), each source --repeats times (p50 / p99
+over all the decodes). --single-thread runs XLA and PyTorch on one thread each (set before
+jax is imported), the way a batch-1 server pins one thread per request: no collective wait on
+a second core another process holds, which is what p99 sees on a 2-core machine.
 
 --by-width (issue 30's p99): the --nar CTC run's one-pass decoder trimmed to --trim, each test
 source decoded --repeats times at batch 1, grouped by the trimmed source width
@@ -325,11 +324,16 @@ def frontier(args) -> int:
       ]
     plan += [(family, name, model, tok, dec) for dec in decoders]
 
+  encoded = {}  # per model: its decoders share one encoding of the sources
+
   def sources_for(model, tok):
-    S = model.cfg.max_source_length
-    if args.tiny:
-      return np.pad(sources, ((0, 0), (0, max(S - sources.shape[1], 0))))[:, :S]
-    return evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
+    if id(model) not in encoded:
+      S = model.cfg.max_source_length
+      if args.tiny:
+        encoded[id(model)] = np.pad(sources, ((0, 0), (0, max(S - sources.shape[1], 0))))[:, :S]
+      else:
+        encoded[id(model)] = evaluate.encode_batch(tok, [s for s, _ in pairs], len(pairs), S)
+    return encoded[id(model)]
 
   # PyTorch apart (its OpenMP threads spin after each call and would slow whichever decoder
   # came next); the JAX decoders together, their batch-1 calls interleaved in blocks of 25

@@ -415,7 +415,7 @@ def measure_many(
   fns, compile_s = [], []
   for model, decoder, sources_PS, ar_model in jobs:
     fn = decode_fn(model, decoder, ar_model)
-    warm = getattr(fn, "warm", lambda *args, fn=fn: fn(*args))  # Trimmed: every width
+    warm = getattr(fn, "warm", fn)  # Trimmed: every width
     compile_s.append(_timed(warm, jnp.asarray(sources_PS[:1]), key)[0])
     fns.append(fn)
   timed = interleaved_latencies(
