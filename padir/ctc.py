@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gmlm.core import draws
 from padir import losses, refinement
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
@@ -86,7 +87,7 @@ def slot_argmax(logits_BAV: Array, slots_BA: Array, blank_penalty: float = 0.0) 
   """[B, A] each slot's most probable token or blank (PAD, BOS, [LEN] banned; the blank's logit
   lowered by blank_penalty, decoding's length control); PAD outside the slots."""
   bias_V = jnp.asarray(_slot_bias(logits_BAV.shape[-1], blank_penalty), logits_BAV.dtype)
-  best_BA = jnp.argmax(logits_BAV + bias_V, axis=-1).astype(jnp.int32)
+  best_BA = draws.argmax(logits_BAV + bias_V)
   return jnp.where(slots_BA, best_BA, tokenizer_lib.PAD_ID)
 
 

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from gmlm.core import draws
 from padir import losses
 from padir import model as model_lib
 from padir import tokenizer as tokenizer_lib
@@ -87,7 +88,7 @@ def greedy_ar(model: model_lib.Transformer, inputs_BS: Array, window: int = 0) -
   def body(state):
     t, out_BT, done_B, prev_B, cache = state
     logits_BV, cache = model.decode_step(prev_B, t, cache)
-    next_B = jnp.argmax(losses.ban_never_predicted(logits_BV), -1).astype(jnp.int32)
+    next_B = draws.argmax(losses.ban_never_predicted(logits_BV))
     next_B = jnp.where(done_B, tokenizer_lib.PAD_ID, next_B)
     done_B = done_B | (next_B == tokenizer_lib.EOS_ID)
     return (t + 1, out_BT.at[:, t].set(next_B), done_B, next_B, cache)

@@ -199,8 +199,12 @@ class Attention(nnx.Module):
     return jnp.einsum("MNK,MNKH->MNH", probs_MNK.astype(self.dtype), v_MNKH)
 
   def output(self, out_xNH: Array) -> Array:
-    """[..., N, H] -> [..., D]: the heads' outputs through w_o."""
-    return jnp.einsum("...NH,NHD->...D", out_xNH, self.w(self.w_o_NHD))
+    """[..., N, H] -> [..., D]: the heads' outputs through w_o, as one [rows, N H] x [N H, D]
+    product (both reshapes are free). The einsum over the two contracted axes made XLA copy
+    the weight on every call, inside decoding loops too (issue 30)."""
+    *lead, N, H = out_xNH.shape
+    w_XD = self.w(self.w_o_NHD).reshape(N * H, -1)
+    return out_xNH.reshape(*lead, N * H) @ w_XD
 
 
 class FeedForward(nnx.Module):

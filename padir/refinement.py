@@ -369,7 +369,7 @@ def refine(
     logits_RTV = losses.ban_never_predicted(decoder(take(s.x_MT, rows_R), rows_R)[..., :V])
     logp_RTV = jax.nn.log_softmax(logits_RTV, -1)
     if options.temperature == 0.0:
-      pred_RT = jnp.argmax(logits_RTV, -1)
+      pred_RT = draws.argmax(logits_RTV)
     else:
       tempered_RTV = draws.temper(logits_RTV, options.temperature, options.top_k, options.top_p)
       step_keys_R = jax.vmap(lambda k: jax.random.fold_in(k, s.t))(take(keys_M2[:, 1], rows_R))

@@ -66,3 +66,17 @@ def test_the_law_of_many_draws_is_softmax_of_the_logits():
   chi2 = ((obs - exp) ** 2 / exp).sum()
   dof = len(obs) - 1
   assert chi2 < stats.chi2.ppf(0.999, dof), (chi2, dof)  # the null's 99.9% quantile
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 64, 176)])
+def test_argmax_is_numpys_first_index_of_the_maximum_ties_and_nans_included(shape):
+  """draws.argmax against numpy's argmax: small integer values make ties common (the first
+  maximal index wins), and some rows carry NaNs (numpy returns the first NaN)."""
+  rng = np.random.default_rng(len(shape))
+  x = rng.integers(-3, 4, size=shape).astype(np.float32)
+  flat = x.reshape(-1, shape[-1])
+  flat[::4, rng.integers(0, shape[-1])] = np.nan
+  flat[1::5, :] = -np.inf
+  got = np.asarray(jax.jit(draws.argmax)(jnp.asarray(x)))
+  assert got.dtype == np.int32
+  np.testing.assert_array_equal(got, np.argmax(x, axis=-1))
