@@ -175,14 +175,22 @@ class Attention(nnx.Module):
     """Projected values v_BNKH (the layout a KV cache is kept in)."""
     return jnp.transpose(self.project(v_BKD, self.w_v_DNH), (0, 2, 1, 3))
 
+  def scores(self, q_BQD: Array, k_BNHK: Array) -> Array:
+    """[B, N, Q, K] the scaled query-key scores, float32. B = 1 serves every row when the queries
+    and keys are the same for all (the positional attention's: positions only)."""
+    q_BQNH = self.project(q_BQD, self.w_q_DNH)
+    return jnp.einsum(
+      "BQNH,BNHK->BNQK", q_BQNH, k_BNHK, preferred_element_type=jnp.float32
+    ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
+
   def attend(self, q_BQD: Array, k_BNHK: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
     """Attention over already projected keys and values (a KV cache holds those); the scores
     and their softmax in float32."""
-    q_BQNH = self.project(q_BQD, self.w_q_DNH)
-    logits_BNQK = jnp.einsum(
-      "BQNH,BNHK->BNQK", q_BQNH, k_BNHK, preferred_element_type=jnp.float32
-    ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
-    logits_BNQK = jnp.where(mask_BQK[:, None], logits_BNQK, NEG_INF)
+    return self.attend_scores(self.scores(q_BQD, k_BNHK), v_BNKH, mask_BQK)
+
+  def attend_scores(self, logits_xNQK: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
+    """attend() given the scores (batch B, or 1 for scores every row shares)."""
+    logits_BNQK = jnp.where(mask_BQK[:, None], logits_xNQK, NEG_INF)
     probs_BNQK = jax.nn.softmax(logits_BNQK, axis=-1)
     if self.sow_weights:
       self.sow(nnx.Intermediate, "weights_BNQK", probs_BNQK)
@@ -302,7 +310,7 @@ class DecoderLayer(nnx.Module):
   def __call__(
     self,
     x_BTD: Array,
-    pos_BTD: Array,
+    pos_1TD: Array,
     enc_BSD: Array | None,
     mask_BTT: Array,
     mask_BTS: Array,
@@ -313,8 +321,11 @@ class DecoderLayer(nnx.Module):
     h_BTD = self.norm_self(x_BTD)
     x_BTD = x_BTD + self.dropout(self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT))
     if self.positional_attention is not None:
-      h_BTD = self.norm_positional(x_BTD)
-      x_BTD = x_BTD + self.dropout(self.positional_attention(pos_BTD, pos_BTD, h_BTD, mask_BTT))
+      # Queries and keys are positions only: their scores once, shared by the B rows.
+      att = self.positional_attention
+      scores_1NTT = att.scores(pos_1TD, att.keys(pos_1TD))
+      values_BNTH = att.values(self.norm_positional(x_BTD))
+      x_BTD = x_BTD + self.dropout(att.attend_scores(scores_1NTT, values_BNTH, mask_BTT))
     h_BTD = self.norm_cross(x_BTD)
     if fixed is None:
       cross_BTD = self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS)
@@ -448,10 +459,9 @@ class Transformer(nnx.Module):
     mask_BTT = mask_BTT | jnp.eye(T, dtype=bool)[None]
     mask_BTS = jnp.broadcast_to(enc_mask_BS[:, None, :], (hyp_BT.shape[0], T, enc_mask_BS.shape[1]))
     x_BTD = self._embed(hyp_BT, pos_TD)
-    pos_BTD = jnp.broadcast_to(pos_TD[None], x_BTD.shape)
     fixed = fixed or (None,) * len(self.decoder_layers)
     for layer, f in zip(self.decoder_layers, fixed):
-      x_BTD = layer(x_BTD, pos_BTD, enc_BSD, mask_BTT, mask_BTS, f)
+      x_BTD = layer(x_BTD, pos_TD[None], enc_BSD, mask_BTT, mask_BTS, f)
     return self._logits(self.decoder_norm(x_BTD))
 
   def project_encoder(self, enc_MSD: Array) -> tuple[LayerFixed, ...]:
@@ -503,13 +513,9 @@ class Transformer(nnx.Module):
       )
       pos_probs_TNT = None
       if pa is not None:
-        logits_TNT = jnp.einsum(
-          "QNH,KNH->QNK",
-          pa.project(pos_TD, pa.w_q_DNH),
-          pa.project(pos_TD, pa.w_k_DNH),
-          preferred_element_type=jnp.float32,
-        ) / jnp.sqrt(jnp.float32(H))
-        pos_probs_TNT = jax.nn.softmax(jnp.where(causal_TT[:, None], logits_TNT, NEG_INF), -1)
+        logits_NTT = pa.scores(pos_TD[None], pa.keys(pos_TD[None]))[0]
+        pos_probs_NTT = jax.nn.softmax(jnp.where(causal_TT[None], logits_NTT, NEG_INF), -1)
+        pos_probs_TNT = jnp.transpose(pos_probs_NTT, (1, 0, 2))
       prefix.append(
         LayerPrefix(
           self_k_MNHT=zeros_MNHT,
