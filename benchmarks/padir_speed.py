@@ -31,7 +31,8 @@ others); on --ar AR greedy untrimmed and trimmed (greedy-trim8: the sources cut 
 so the encoder and cross-attention run over fewer positions, and the KV cache grown 8 slots at
 a time, decode.greedy_ar(window=8); the same tokens), beam 5 and the same greedy decoder in
 eager PyTorch (padir.torch_ar); greedy untrimmed and trimmed on --deep-shallow. The "vs AR
-greedy" columns and the paired bootstrap compare with the faster AR greedy row. Prints the table with the Pareto-optimal rows (no other row has
+greedy" columns and the paired bootstrap compare with the faster AR greedy row (p99: the row
+of the lower p99). Prints the table with the Pareto-optimal rows (no other row has
 lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
 with the ratio ceiling they set, and writes DIR/frontier.png (BLEU against p50, log x, one
 marker per model family, the frontier drawn) and DIR/frontier.json. Latencies are timed with
@@ -371,12 +372,14 @@ def frontier(args) -> int:
       flush=True,
     )
   marks = speed.pareto([(r["p50_ms"], r["bleu"]) for r in rows])
-  # The baseline: the faster of AR greedy with and without source trimming (the same tokens).
-  base = min(
-    (r for r in rows if r["family"] == "AR" and r["decoder"].startswith("greedy")),
-    key=lambda r: r["p50_ms"],
+  # The baseline: the faster of AR greedy with and without source trimming (the same tokens),
+  # at p50 for the p50 ratios and BLEU, at p99 for the p99 ratios (the stronger row each time).
+  greedy = [r for r in rows if r["family"] == "AR" and r["decoder"].startswith("greedy")]
+  base = min(greedy, key=lambda r: r["p50_ms"])
+  base99 = min(greedy, key=lambda r: r["p99_ms"])
+  print(
+    f"baseline (AR greedy, the lower p50): {base['decoder']}; the lower p99: {base99['decoder']}"
   )
-  print(f"baseline (AR greedy, the lower p50): {base['decoder']}")
   for r, m in zip(rows, marks):
     r["pareto"] = m
     # Paired bootstrap (Koehn 2004) against AR greedy on the same sources: the issue's
@@ -395,13 +398,16 @@ def frontier(args) -> int:
       r["throughput"],
       r["passes"],
       base["p50_ms"] / r["p50_ms"],
-      base["p99_ms"] / r["p99_ms"],
+      base99["p99_ms"] / r["p99_ms"],
       "{delta:+.2f} [{low:+.2f}, {high:+.2f}]".format(**r["vs_ar_greedy"]),
     ]
     for r in rows
   ]
   print(markdown_table(FRONTIER_HEADER, table, digits=3))
-  print("(*: Pareto-optimal in p50 latency and BLEU; 'vs AR greedy' > 1: faster than AR greedy)")
+  print(
+    "(*: Pareto-optimal in p50 latency and BLEU; 'vs AR greedy' > 1: faster than the AR greedy "
+    "row of the lower p50, for p99 of the lower p99)"
+  )
   d_models = sorted({m.cfg.d_model for _, _, m, _, _ in runs})
   shapes = [(1, d, d) for d in d_models] + [(64, d, d) for d in d_models]
   shapes += [(64 * 28, d, d) for d in d_models] + [(512, 512, 512)]
