@@ -27,7 +27,7 @@ failure, records it, and the next one runs):
                target tokens/s and MFU (FLOPs from XLA's cost analysis of the compiled step),
                float32 and bf16 compute (config.model.dtype: bf16 matmuls and activations
                over float32 master weights, softmax and losses in float32); decode latency p50/p99 at batch 1, PaDIR
-               refinement (padir.decode.refine) vs AR greedy (padir.decode.greedy_ar).
+               refinement (padir.decoding.autoregressive.refine) vs AR greedy (padir.decoding.autoregressive.greedy_ar).
 
 Every row reports compile_s (first call minus a steady call, or the measured compile) apart
 from its steady-state time per call. The roofline (last table, `roofline` in the JSON): per
@@ -688,7 +688,7 @@ def ising_cost(bench, spec, k: int):
 def padir_step_flops(c: dict, B: int, S: int, T: int, stages: int = 2) -> float:
   """Hand count of the matmul FLOPs of one PaDIR training step (3x the forward: the backward
   computes both operands' gradients of every matmul) from the model's shapes: S source tokens
-  (+ [LEN]), T target positions, `stages` decoder passes (padir.losses.multi_stage_loss), each
+  (+ [LEN]), T target positions, `stages` decoder passes (padir.model.losses.multi_stage_loss), each
   decoder layer with self-, positional (queries and keys projected from the positional
   embeddings of every row) and cross-attention (its keys and values projected in each pass)."""
   D, F, V = c["d_model"], c["d_ff"], c["vocab_size"]
@@ -712,7 +712,7 @@ def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
   """Random EOS-terminated sources and targets of T tokens."""
   import jax.numpy as jnp
 
-  from padir import tokenizer as tok_lib
+  from padir.data import tokenizer as tok_lib
 
   rng = np.random.default_rng(seed)
   words = lambda shape: rng.integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, shape)
@@ -725,18 +725,18 @@ def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
 
 def padir_train_step(cfg, precision: str):
   """(jitted step(state, batch, key) -> (state, loss), state): padir_loss (2 stages) and
-  AdaFactor as padir.optim.make_optimizer, the state donated."""
+  AdaFactor as padir.training.optim.make_optimizer, the state donated."""
   import jax
   import optax
   from flax import nnx
 
-  from padir import losses
-  from padir import model as model_lib
+  from padir.model import losses
+  from padir.model import transformer as model_lib
 
   model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
   tx = optax.adafactor(
     learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
-  )  # as padir.optim.make_optimizer
+  )  # as padir.training.optim.make_optimizer
   graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
 
   def train_step(state, batch, key):
@@ -753,7 +753,7 @@ def section_padir(ctx: Context, s: Section) -> None:
   import jax
 
   from gmlm import lowering
-  from padir import model as model_lib
+  from padir.model import transformer as model_lib
 
   z = ctx.sizes
   cfg = model_lib.ModelConfig(**z.padir)
@@ -804,9 +804,9 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   import jax.numpy as jnp
   from flax import nnx
 
-  from padir import decode
-  from padir import model as model_lib
-  from padir import tokenizer as tok_lib
+  from padir.data import tokenizer as tok_lib
+  from padir.decoding import autoregressive as decode
+  from padir.model import transformer as model_lib
 
   S = cfg.max_source_length // 2
   src = np.random.default_rng(1).integers(tok_lib.NUM_SPECIAL, cfg.vocab_size, (1, S))
@@ -991,7 +991,7 @@ def _shard_bytes(tree, shardings) -> float:
 
 def padir_plan_arithmetic(plan: dict, data: int, model: int, rule: str) -> dict:
   """Bytes per device by arithmetic from shapes alone (nothing compiled): parameters and
-  AdaFactor state as padir.sharding places them on an abstract mesh, gradients like the
+  AdaFactor state as padir.training.sharding places them on an abstract mesh, gradients like the
   parameters, activations = rows per device x the bytes autodiff saves per row (the vjp
   residuals at 2 rows minus those at 1, from jax.eval_shape: the parameters drop out), not
   split by the model axis (exact for FSDP, an upper bound for the logical rules)."""
@@ -1000,9 +1000,9 @@ def padir_plan_arithmetic(plan: dict, data: int, model: int, rule: str) -> dict:
   from flax import nnx
 
   from gmlm import lowering
-  from padir import losses
-  from padir import model as model_lib
-  from padir import sharding as sharding_lib
+  from padir.model import losses
+  from padir.model import transformer as model_lib
+  from padir.training import sharding as sharding_lib
 
   cfg = model_lib.ModelConfig(**plan["padir"])
 
@@ -1074,8 +1074,8 @@ def plan_worker(tiny: bool) -> list[dict]:
   from gmlm import nn as gm
   from gmlm.core import mesh as mesh_lib
   from gmlm.nn import masked
-  from padir import model as model_lib
-  from padir import sharding as sharding_lib
+  from padir.model import transformer as model_lib
+  from padir.training import sharding as sharding_lib
 
   masked.CPU_CHUNK_TOKENS = 2**62
   plan = PLAN_TINY if tiny else PLAN_FULL

@@ -5,7 +5,7 @@
   python benchmarks/padir_options.py --tiny        # random tiny models: a smoke run
 
 One trained PaDIR model decodes the first --sentences pairs of its corpus's test split with the
-paper's decoder (padir.refinement.RefineOptions defaults: 4 passes, 5 lengths, stutter reset to
+paper's decoder (padir.decoding.refinement.RefineOptions defaults: 4 passes, 5 lengths, stutter reset to
 the noise and dropped, summed score, early stop, cross-attention cached) and with each option
 changed alone: the reference's rules (stutter, drop, score, early stop, uncached
 cross-attention, length offsets, random starts) and the ones beyond it (Mask-Predict remasking,
@@ -34,9 +34,14 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from gmlm.runs import markdown_table  # noqa: E402
-from padir import data, evaluate, metrics, refinement, restore, speed  # noqa: E402
-from padir import model as model_lib  # noqa: E402
-from padir import tokenizer as tok_lib  # noqa: E402
+from padir.data import corpus as data
+from padir.data import tokenizer as tok_lib  # noqa: E402
+from padir.decoding import refinement
+from padir.evaluation import latency as speed  # noqa: E402
+from padir.evaluation import metrics
+from padir.evaluation import translation as evaluate
+from padir.model import restore
+from padir.model import transformer as model_lib  # noqa: E402
 
 BATCH = 64
 

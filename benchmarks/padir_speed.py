@@ -1,4 +1,4 @@
-"""PaDIR vs AR decoding speed, side by side in one process (padir.speed).
+"""PaDIR vs AR decoding speed, side by side in one process (padir.evaluation.latency).
 
   python benchmarks/padir_speed.py --nar runs/padir_synthetic --ar runs/padir_synthetic_ar \
       [--deep-shallow runs/padir_synthetic_ar_deep_shallow] [--sentences 200] [--json OUT]
@@ -72,9 +72,14 @@ if "--single-thread" in sys.argv[1:]:  # before jax is imported: XLA reads its f
 from flax import nnx  # noqa: E402
 
 from gmlm.runs import markdown_table  # noqa: E402
-from padir import ctc, data, evaluate, metrics, refinement, restore, speed  # noqa: E402
-from padir import model as model_lib  # noqa: E402
-from padir import tokenizer as tok_lib  # noqa: E402
+from padir.data import corpus as data
+from padir.data import tokenizer as tok_lib  # noqa: E402
+from padir.decoding import ctc, refinement
+from padir.evaluation import latency as speed  # noqa: E402
+from padir.evaluation import metrics
+from padir.evaluation import translation as evaluate
+from padir.model import restore
+from padir.model import transformer as model_lib  # noqa: E402
 
 
 def tiny_models() -> dict[str, model_lib.Transformer]:
@@ -451,7 +456,7 @@ def main(argv=None) -> int:
     "--blank-penalty",
     type=float,
     default=0.0,
-    help="--frontier: a CTC run's decoders lower the blank's logit by this (padir.ctc.decode)",
+    help="--frontier: a CTC run's decoders lower the blank's logit by this (padir.decoding.ctc.decode)",
   )
   parser.add_argument("--variant", default="length-prior-reset", help="--frontier: PaDIR variant")
   parser.add_argument("--out", default=".", help="--frontier: where frontier.png / .json go")

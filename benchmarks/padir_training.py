@@ -5,7 +5,7 @@ process: the training counterpart of benchmarks/padir_options.py.
       --ar runs/padir_synthetic_ar [--steps 300] [--sentences 256] [--json OUT]
   python benchmarks/padir_training.py --tiny        # a tiny model on a tiny corpus: a smoke run
 
-Each option trains PaDIR from the same seed for --steps steps (padir.training.fit in a
+Each option trains PaDIR from the same seed for --steps steps (padir.training.loop.fit in a
 temporary run directory, --config's model, data and optimizer, the schedule shortened to the
 steps) and decodes the first --sentences validation pairs at the end (the config's decoder):
 - paper: the config as it is (the paper's recipe);
@@ -50,8 +50,11 @@ from flax import nnx  # noqa: E402
 
 from configs import padir_bible_en_es_ctc_distill, padir_bible_en_es_recipe  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
-from padir import curves, data, optim, training  # noqa: E402
-from padir import model as model_lib  # noqa: E402
+from padir.data import corpus as data
+from padir.evaluation import curves
+from padir.model import transformer as model_lib  # noqa: E402
+from padir.training import loop as training  # noqa: E402
+from padir.training import optim
 
 HEADER = [
   "option",
@@ -191,7 +194,7 @@ def base_config(path: str, steps: int, sentences: int) -> ml_collections.ConfigD
 
 def tiny_setup(root: str) -> tuple[ml_collections.ConfigDict, str]:
   """A 2-layer PaDIR config on a small synthetic corpus, and a 4-step AR run to warm-start from."""
-  from padir import synthetic
+  from padir.data import synthetic
 
   corpus = os.path.join(root, "corpus")
   synthetic.write_corpus(corpus, {"train": 400, "valid": 64, "test": 8}, seed=0)

@@ -1,9 +1,9 @@
 """PaDIR on the offline KJV -> Reina-Valera (English -> Spanish) Bible corpus, sized for a CPU.
 
-    python -m padir.bible --out data/bible_en_es        # once: ~31k verse pairs
+    python -m padir.data.bible --out data/bible_en_es        # once: ~31k verse pairs
     python train.py --config configs/padir_bible_en_es.py --workdir runs/padir_bible_en_es
 
-(`train.py` runs the job padir.jobs.train, i.e. padir.training.fit.) The AR baseline on the
+(`train.py` runs the job padir.jobs.train, i.e. padir.training.loop.fit.) The AR baseline on the
 same backbone: add `--config.model.decoder=ar`. The paper's recipe (App. L.2) differs in size
 only: 6+6 layers, d=512, FFN 2048, 8 heads, a 32k vocabulary, batch 2048, 500k steps, WMT data.
 
@@ -29,8 +29,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0
 
   config.data = ml_collections.ConfigDict()
-  config.data.corpus_dir = "data/bible_en_es"  # train/valid/test.tsv from `python -m padir.bible`
-  config.data.prepare_bible = True  # run padir.bible.prepare if corpus_dir has no train.tsv
+  config.data.corpus_dir = (
+    "data/bible_en_es"  # train/valid/test.tsv from `python -m padir.data.bible`
+  )
+  config.data.prepare_bible = True  # run padir.data.bible.prepare if corpus_dir has no train.tsv
   config.data.source_lang = "en"
   config.data.target_lang = "es"
   config.data.vocab_path = ""  # default: CORPUS_DIR/spm{vocab_size}.model
@@ -72,7 +74,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.batch_size = 32  # paper: 2048
   config.train.num_train_steps = 1_000  # an hour's budget on 2 CPU cores; paper: 500k
   # >0: stop (with a checkpoint) there; 0: the end. A rerun with a later value (or 0) in the
-  # same workdir continues the run (a resumable key: padir.training.RESUMABLE_KEYS).
+  # same workdir continues the run (a resumable key: padir.training.loop.RESUMABLE_KEYS).
   config.train.stop_at_step = 0
   config.train.warmup_steps = 100  # paper: 10k
   config.train.peak_lr = 3e-3
@@ -84,7 +86,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.keep_checkpoints = 3
   config.train.progress_bar = True
 
-  # Device mesh (padir.sharding): data=0 runs on one device; data=-1 uses all devices that the
+  # Device mesh (padir.training.sharding): data=0 runs on one device; data=-1 uses all devices that the
   # model axis leaves. params: "logical" (axis rules: vocab/heads/mlp over "model") or "fsdp".
   config.mesh = ml_collections.ConfigDict()
   config.mesh.data = 0
@@ -99,7 +101,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.decode.batch_size = 32
   config.decode.num_steps = 4  # refinement steps T
   config.decode.num_lengths = 3  # length beam B_l
-  # PaDIR: "paper" (padir.refinement defaults), a named variant of it (refinement.VARIANTS:
+  # PaDIR: "paper" (padir.decoding.refinement defaults), a named variant of it (refinement.VARIANTS:
   # "length-prior", "length-prior-reset") or "legacy" (our first decoder).
   config.decode.decoder = "length-prior-reset"  # the synthetic task's lesson (README, PaDIR)
   config.decode.remask_stutter = True  # "legacy" only: re-mask stuttered tokens between passes

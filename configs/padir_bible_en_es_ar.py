@@ -1,6 +1,6 @@
 """The AR baseline on PaDIR's backbone, KJV -> Reina-Valera; also the distillation teacher.
 
-    python -m padir.bible --out data/bible_en_es        # once
+    python -m padir.data.bible --out data/bible_en_es        # once
     python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
 
 Same data, sizes and optimizer as configs/padir_bible_en_es.py; the decoder is causal and trained

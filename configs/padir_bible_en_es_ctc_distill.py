@@ -1,7 +1,7 @@
-"""PaDIR with CTC over an upsampled decoder (padir.ctc; issue 26, item 4) on the AR teacher's
+"""PaDIR with CTC over an upsampled decoder (padir.decoding.ctc; issue 26, item 4) on the AR teacher's
 translations, warm-started from the teacher: KJV -> Reina-Valera (English -> Spanish).
 
-    python -m padir.bible --out data/bible_en_es        # once
+    python -m padir.data.bible --out data/bible_en_es        # once
     python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
     python train.py --config configs/padir_bible_en_es_ctc_distill.py \
         --workdir runs/padir_bible_en_es_ctc_distill
@@ -50,13 +50,13 @@ def with_ctc(config: ml_collections.ConfigDict, init_from: str, upsample: float 
   config.data.bucket_boundaries = (24, 32, 40, 48, 56)
   config.train.num_train_steps = 2_000
   config.train.eval_every = 500
-  config.decode.num_steps = 1  # passes (padir.ctc.decode): a second one lost BLEU on valid
+  config.decode.num_steps = 1  # passes (padir.decoding.ctc.decode): a second one lost BLEU on valid
   # The blank's logit lowered by 1 at every slot when decoding (training's validation BLEU): the
   # argmax outputs were half the reference length (valid BLEU 4.44 at 0, 6.31 at 1.0, 6.21 at
   # 1.5, 5.87 at 2.0 on the 2026-11-25 model). The 2026-11-26 model's test decoding uses 1.25,
   # chosen on valid after training (header).
   config.decode.blank_penalty = 1.0
-  # Glancing over the best alignment (padir.ctc.glance; 0 = off, as measured so far):
+  # Glancing over the best alignment (padir.decoding.ctc.glance; 0 = off, as measured so far):
   # --config.loss.glancing_ratio=0.5 turns it on, annealed to glancing_ratio_end.
   config.loss.glancing_ratio = 0.0
   config.loss.glancing_ratio_end = 0.3

@@ -1,6 +1,6 @@
 """PaDIR trained on an AR teacher's translations (sequence-level distillation, paper App. L.2).
 
-    python -m padir.bible --out data/bible_en_es        # once
+    python -m padir.data.bible --out data/bible_en_es        # once
     python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
     python train.py --config configs/padir_bible_en_es_distill.py \
         --workdir runs/padir_bible_en_es_distill

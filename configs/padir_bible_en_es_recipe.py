@@ -1,6 +1,6 @@
 """PaDIR with issue 26's training recipe on KJV -> Reina-Valera (English -> Spanish).
 
-    python -m padir.bible --out data/bible_en_es        # once
+    python -m padir.data.bible --out data/bible_en_es        # once
     python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
     python train.py --config configs/padir_bible_en_es_recipe.py \
         --workdir runs/padir_bible_en_es_recipe

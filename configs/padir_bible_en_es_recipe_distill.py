@@ -1,7 +1,7 @@
 """PaDIR with issue 26's recipe (configs/padir_bible_en_es_recipe.py) trained on its AR teacher's
 translations: the issue's target configuration (within 2 BLEU of the teacher, greedy).
 
-    python -m padir.bible --out data/bible_en_es        # once
+    python -m padir.data.bible --out data/bible_en_es        # once
     python train.py --config configs/padir_bible_en_es_ar.py --workdir runs/padir_bible_en_es_ar
     python train.py --config configs/padir_bible_en_es_recipe_distill.py \
         --workdir runs/padir_bible_en_es_recipe_distill

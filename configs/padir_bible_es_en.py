@@ -1,6 +1,6 @@
 """PaDIR (the paper's recipe) on Reina-Valera -> KJV (Spanish -> English): the other direction.
 
-    python -m padir.bible --out data/bible_es_en --direction es-en \
+    python -m padir.data.bible --out data/bible_es_en --direction es-en \
         --cache data/bible_en_es/cache                  # once (reuses the .deb files)
     python train.py --config configs/padir_bible_es_en.py --workdir runs/padir_bible_es_en
 
@@ -18,7 +18,7 @@ from configs import padir_bible_en_es
 
 def es_en(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """A Bible config turned to Spanish -> English (in place)."""
-  config.data.corpus_dir = "data/bible_es_en"  # `python -m padir.bible --direction es-en`
+  config.data.corpus_dir = "data/bible_es_en"  # `python -m padir.data.bible --direction es-en`
   config.data.source_lang = "es"
   config.data.target_lang = "en"
   return config

@@ -1,6 +1,6 @@
 """The AR baseline on Reina-Valera -> KJV (Spanish -> English); the ES->EN distillation teacher.
 
-    python -m padir.bible --out data/bible_es_en --direction es-en --cache data/bible_en_es/cache
+    python -m padir.data.bible --out data/bible_es_en --direction es-en --cache data/bible_en_es/cache
     python train.py --config configs/padir_bible_es_en_ar.py --workdir runs/padir_bible_es_en_ar
 
 configs/padir_bible_en_es_ar.py in the other direction (configs/padir_bible_es_en.py).

@@ -1,7 +1,7 @@
 """PaDIR with CTC (configs/padir_bible_en_es_ctc_distill.py) in the other direction: Reina-Valera
 -> KJV (Spanish -> English), on the ES->EN teacher's 2-beam translations, warm-started from it.
 
-    python -m padir.bible --out data/bible_es_en --direction es-en --cache data/bible_en_es/cache
+    python -m padir.data.bible --out data/bible_es_en --direction es-en --cache data/bible_en_es/cache
     python train.py --config configs/padir_bible_es_en_ar.py --workdir runs/padir_bible_es_en_ar
     python train.py --config configs/padir_bible_es_en_ctc_distill.py \
         --workdir runs/padir_bible_es_en_ctc_distill

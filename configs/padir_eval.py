@@ -32,7 +32,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_sentences = 0  # 0 = every sentence of the split
   c.padir_passes = (4, 10)  # refinement passes (at most: early stopping) of the PaDIR rows
   c.num_lengths = 5  # PaDIR length candidates (# Hyp. in Table L.1)
-  # PaDIR decoders per pass count (padir.refinement.VARIANTS): "paper" (the released
+  # PaDIR decoders per pass count (padir.decoding.refinement.VARIANTS): "paper" (the released
   # decoder), "length-prior" (+ log p(n | x) in the score), "length-prior-reset" (and drop only
   # the positions the last pass reset).
   c.padir_variants = ("paper", "length-prior-reset")
@@ -42,16 +42,16 @@ def get_config() -> ml_collections.ConfigDict:
   c.attention_sentences = 512  # PaDIR outputs analysed for Tables 4-5
   c.seed = 0
   # PaDIR decodes each call at its longest candidate length rounded up to a multiple of trim
-  # (padir.speed.Trimmed: the same tokens, less work; each width compiles once); 0: always at
+  # (padir.evaluation.latency.Trimmed: the same tokens, less work; each width compiles once); 0: always at
   # max_target_length.
   c.trim = 8
-  # CTC models (padir.ctc): the blank's logit lowered by this at every slot (longer outputs;
+  # CTC models (padir.decoding.ctc): the blank's logit lowered by this at every slot (longer outputs;
   # 0 = the model's argmax). Choose it on the valid split (README, PaDIR: CTC).
   c.ctc_blank_penalty = 0.0
   # CTC models: when not empty, the penalty is instead chosen on the valid split from this grid
   # (highest BLEU, ties to the smaller; the sweep goes to report.md), e.g. (0, 0.5, 1, 1.25, 1.5, 2).
   c.ctc_blank_penalty_grid = ()
-  # Paired-bootstrap resamples of the report's BLEU comparisons (padir.metrics.paired_bootstrap;
+  # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000
   return c

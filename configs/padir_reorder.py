@@ -1,8 +1,8 @@
-"""PaDIR (the paper's recipe) on the synthetic reordering task (padir.synthetic, --grammar
+"""PaDIR (the paper's recipe) on the synthetic reordering task (padir.data.synthetic, --grammar
 reorder): verb-final, arguments swapped by the verb, the PP moved to the front, agreement of the
 final marker with the subject's noun class.
 
-    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder     # once
+    python -m padir.data.synthetic --out data/synthetic_reorder --grammar reorder     # once
     python train.py --config configs/padir_reorder.py --workdir runs/padir_reorder
 
 The synthetic configs' model and optimizer (configs/padir_synthetic.py: 3+3 layers, d=128) on
@@ -22,7 +22,7 @@ from configs import padir_synthetic
 def on_reorder(config: ml_collections.ConfigDict, large: bool = False) -> ml_collections.ConfigDict:
   """A synthetic config moved to the reordering corpus (large: the 4x open-class lexicon)."""
   d = config.data
-  if large:  # python -m padir.synthetic --grammar reorder --lexicon-scale 4
+  if large:  # python -m padir.data.synthetic --grammar reorder --lexicon-scale 4
     d.corpus_dir, d.vocab_size = "data/synthetic_reorder4", 544  # SentencePiece allows <= 560
     d.max_source_length = d.max_target_length = 40  # longest: 29 / 36 tokens
   else:

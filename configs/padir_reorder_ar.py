@@ -1,7 +1,7 @@
 """The AR baseline on the synthetic reordering task (configs/padir_reorder.py); the teacher and
 the warm start of configs/padir_reorder_recipe.py.
 
-    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder     # once
+    python -m padir.data.synthetic --out data/synthetic_reorder --grammar reorder     # once
     python train.py --config configs/padir_reorder_ar.py --workdir runs/padir_reorder_ar
 
 configs/padir_synthetic_ar.py on the reordering corpus. Time and result (2026-11-25, 2 cores at

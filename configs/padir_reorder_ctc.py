@@ -1,6 +1,6 @@
 """PaDIR with CTC (configs/padir_synthetic_ctc.py) on the synthetic reordering task, from scratch.
 
-    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder     # once
+    python -m padir.data.synthetic --out data/synthetic_reorder --grammar reorder     # once
     python train.py --config configs/padir_reorder_ctc.py --workdir runs/padir_reorder_ctc
 
 Targets are 1-22 tokens longer than their sources (at most 46 tokens against 32): 2 x source

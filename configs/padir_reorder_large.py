@@ -1,7 +1,7 @@
 """configs/padir_reorder.py on the reordering task's large lexicon (222 source words, 3.4x; a
 544-piece vocabulary).
 
-    python -m padir.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
+    python -m padir.data.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
     python train.py --config configs/padir_reorder_large.py --workdir runs/padir_reorder_large
 
 Trained 2026-11-27 (night) at `nice -5`, beside the fresh-clone suite at nice 0 and an evaluation:

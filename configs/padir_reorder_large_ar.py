@@ -1,7 +1,7 @@
 """configs/padir_reorder_ar.py on the reordering task's large lexicon (222 source words, 3.4x; a
 544-piece vocabulary).
 
-    python -m padir.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
+    python -m padir.data.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
     python train.py --config configs/padir_reorder_large_ar.py --workdir runs/padir_reorder_large_ar
 
 Time and result (2026-11-26, night, alone at nice -5 on 2 cores; short tests at nice 19 beside

@@ -1,7 +1,7 @@
 """PaDIR with CTC (configs/padir_synthetic_ctc.py) on the reordering task's 4x lexicon (222 source
 words), from scratch.
 
-    python -m padir.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
+    python -m padir.data.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
     python train.py --config configs/padir_reorder_large_ctc.py --workdir runs/padir_reorder_large_ctc
 
 Time and result (2026-11-26, night, alone at nice -5 on 2 cores, right after the AR; short

@@ -1,7 +1,7 @@
 """configs/padir_reorder_recipe.py on the reordering task's large lexicon (222 source words, 3.4x; a
 544-piece vocabulary).
 
-    python -m padir.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
+    python -m padir.data.synthetic --out data/synthetic_reorder4 --grammar reorder --lexicon-scale 4
     python train.py --config configs/padir_reorder_large_ar.py --workdir runs/padir_reorder_large_ar
     python train.py --config configs/padir_reorder_large_recipe.py \
         --workdir runs/padir_reorder_large_recipe

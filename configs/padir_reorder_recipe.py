@@ -2,7 +2,7 @@
 (-16..+16: the targets are 1-22 tokens longer), glancing 0.5 -> 0.3, a warm start from
 configs/padir_reorder_ar.py's run.
 
-    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder     # once
+    python -m padir.data.synthetic --out data/synthetic_reorder --grammar reorder     # once
     python train.py --config configs/padir_reorder_ar.py --workdir runs/padir_reorder_ar
     python train.py --config configs/padir_reorder_recipe.py --workdir runs/padir_reorder_recipe
 

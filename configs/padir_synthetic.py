@@ -1,9 +1,9 @@
-"""PaDIR on the synthetic cipher task (padir.synthetic): a task both PaDIR and AR must solve.
+"""PaDIR on the synthetic cipher task (padir.data.synthetic): a task both PaDIR and AR must solve.
 
-    python -m padir.synthetic --out data/synthetic      # once: 60k train pairs, ~1 s
+    python -m padir.data.synthetic --out data/synthetic      # once: 60k train pairs, ~1 s
     python train.py --config configs/padir_synthetic.py --workdir runs/padir_synthetic
 
-The task (vocabulary map, adjective-noun swaps, fertility-2 words; padir.synthetic) is a
+The task (vocabulary map, adjective-noun swaps, fertility-2 words; padir.data.synthetic) is a
 deterministic function of the source, so a 3+3-layer model should translate it almost perfectly;
 the issue's target is PaDIR (4 passes, 5 lengths) within 1 BLEU of AR greedy
 (configs/padir_synthetic_ar.py) and the distilled PaDIR (configs/padir_synthetic_distill.py) no
@@ -35,7 +35,7 @@ from configs import padir_bible_en_es
 def get_config() -> ml_collections.ConfigDict:
   config = padir_bible_en_es.get_config()
   d = config.data
-  d.corpus_dir = "data/synthetic"  # from `python -m padir.synthetic --out data/synthetic`
+  d.corpus_dir = "data/synthetic"  # from `python -m padir.data.synthetic --out data/synthetic`
   d.prepare_bible = False
   d.source_lang = "en"
   d.target_lang = "cx"

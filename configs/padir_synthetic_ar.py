@@ -1,6 +1,6 @@
 """The AR baseline on the synthetic cipher task; also the distillation teacher.
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ar.py --workdir runs/padir_synthetic_ar
 
 Same data, sizes and optimizer as configs/padir_synthetic.py (but dropout 0.1 and 1,500 steps:

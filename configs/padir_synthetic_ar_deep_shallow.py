@@ -1,6 +1,6 @@
 """A deep-encoder / one-layer-decoder AR model on the synthetic task (Kasai et al. 2021).
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ar_deep_shallow.py \
         --workdir runs/padir_synthetic_ar_deep_shallow
 

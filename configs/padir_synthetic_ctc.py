@@ -1,8 +1,8 @@
-"""PaDIR with CTC over an upsampled decoder (padir.ctc; issue 26) on the synthetic cipher task,
+"""PaDIR with CTC over an upsampled decoder (padir.decoding.ctc; issue 26) on the synthetic cipher task,
 trained from scratch on the corpus itself (no teacher, no warm start): the undistilled synthetic
 target is PaDIR within 1 BLEU of AR greedy at no more training wall-clock than the AR's.
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ctc.py --workdir runs/padir_synthetic_ctc
 
 The synthetic configs' model and optimizer (configs/padir_synthetic.py: 3+3 layers, d = 128,

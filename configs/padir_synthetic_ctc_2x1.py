@@ -6,7 +6,7 @@ over 2 x source slots, each of its layers costing about two encoder layers, and 
 attention (queries and keys from positions only) adds four [slots x d] x [d x d] products that a
 CTC decoder, whose input already carries each slot's position, can do without.
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ctc_2x1.py \\
         --workdir runs/padir_synthetic_ctc_2x1
     python benchmarks/padir_speed.py --frontier --nar runs/padir_synthetic_ctc_2x1 \\

@@ -3,7 +3,7 @@ issue 30's fast decoder. The decoder runs over 2 x source slots and the encoder 
 only, so at batch 1 each decoder layer costs about twice an encoder layer: 3+1 spends its
 latency where the tokens are fewest (Kasai et al. 2021's deep-encoder / shallow-decoder lesson).
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ctc_shallow.py \\
         --workdir runs/padir_synthetic_ctc_shallow
     python benchmarks/padir_speed.py --frontier --nar runs/padir_synthetic_ctc_shallow \\

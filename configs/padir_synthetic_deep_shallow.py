@@ -1,6 +1,6 @@
 """A deep-encoder / one-layer-decoder PaDIR on the synthetic task (issue 30).
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_deep_shallow.py \
         --workdir runs/padir_synthetic_deep_shallow
 

@@ -1,6 +1,6 @@
 """PaDIR trained on the synthetic task's AR teacher translations (sequence-level distillation).
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ar.py --workdir runs/padir_synthetic_ar
     python train.py --config configs/padir_synthetic_distill.py \
         --workdir runs/padir_synthetic_distill

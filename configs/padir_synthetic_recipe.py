@@ -1,6 +1,6 @@
 """PaDIR with issue 26's training recipe on the synthetic cipher task (no regression check).
 
-    python -m padir.synthetic --out data/synthetic      # once
+    python -m padir.data.synthetic --out data/synthetic      # once
     python train.py --config configs/padir_synthetic_ar.py --workdir runs/padir_synthetic_ar
     python train.py --config configs/padir_synthetic_recipe.py \
         --workdir runs/padir_synthetic_recipe

@@ -26,14 +26,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0  # line i decodes with fold_in(key(seed), i)
   config.progress_bar = True  # tqdm on stderr
   # PaDIR: decode each batch at its longest candidate length rounded up to a multiple of trim
-  # (padir.speed.Trimmed: the same tokens, less work; each width compiles once); 0 = off.
+  # (padir.evaluation.latency.Trimmed: the same tokens, less work; each width compiles once); 0 = off.
   config.trim = 8
 
   # AR checkpoints.
   config.beam_size = 1  # 1 = greedy; the paper's AR baselines use 5
   config.length_penalty = 0.6  # beam score / ((5 + n) / 6) ** length_penalty
 
-  # PaDIR checkpoints: padir.refinement.RefineOptions (defaults: the paper's decoder).
+  # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most
   config.num_lengths = 5  # top-k predicted lengths
   config.length_offsets = 1  # odd: lengths n-o .. n+o around each (the reference's beam_length)

@@ -39,14 +39,14 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
   1  an axis of size one; `_` any number of axes (`x_M___`); lowercase x any leading axes
 """
 
-from padir.data import CorpusError, make_dataset
-from padir.decode import beam_search, drop_stutter, greedy_ar
-from padir.evaluate import translate
-from padir.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
-from padir.metrics import bleu, chrf, stutter_rate
-from padir.model import KVCache, ModelConfig, Transformer
-from padir.refinement import RefineOptions, refine, refine_jit
-from padir.tokenizer import Tokenizer, train_tokenizer
+from padir.data.corpus import CorpusError, make_dataset
+from padir.data.tokenizer import Tokenizer, train_tokenizer
+from padir.decoding.autoregressive import beam_search, drop_stutter, greedy_ar
+from padir.decoding.refinement import RefineOptions, refine, refine_jit
+from padir.evaluation.metrics import bleu, chrf, stutter_rate
+from padir.evaluation.translation import translate
+from padir.model.losses import ar_loss, initial_hypothesis, multi_stage_loss, padir_loss
+from padir.model.transformer import KVCache, ModelConfig, Transformer
 
 __all__ = [
   "CorpusError",
@@ -80,7 +80,7 @@ _TFDS = ("LocalParallelCorpus", "local_data_sources")
 def __getattr__(name: str):
   """The tfds names load tensorflow_datasets on first use only."""
   if name in _TFDS:
-    from padir import tfds_corpus
+    from padir.data import tfds_corpus
 
     return getattr(tfds_corpus, name)
   raise AttributeError(f"module 'padir' has no attribute {name!r}")

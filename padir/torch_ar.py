@@ -1,8 +1,8 @@
 """The AR baseline's greedy decoder ported to eager PyTorch, on the same weights (issue 30).
 
-A reference for the speed benchmark: what a new user gets by porting `padir.decode.greedy_ar`
+A reference for the speed benchmark: what a new user gets by porting `padir.decoding.autoregressive.greedy_ar`
 to PyTorch with a KV cache, so that the JAX decoder's speed is judged against an independent
-implementation and not only against PaDIR. Same model (padir.model: pre-LN encoder with [LEN]
+implementation and not only against PaDIR. Same model (padir.model.transformer: pre-LN encoder with [LEN]
 first, causal decoder with positional attention, tied output projection scaled by
 1 / sqrt(d_model), float32), same rule (argmax over the ids a target may hold, PAD after the
 first EOS, the loop ends when every row has its EOS). Eager execution allows what a compiled
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
 
-EPS = 1e-6  # flax.nnx.LayerNorm's default epsilon, which padir.model keeps
+EPS = 1e-6  # flax.nnx.LayerNorm's default epsilon, which padir.model.transformer keeps
 
 
 def _np(x: Any) -> np.ndarray:

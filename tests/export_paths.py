@@ -370,7 +370,7 @@ def _pure(fn: Callable, *models, static: tuple[str, ...] = ()):
 
 
 def _sources(cfg, B: int = 3) -> np.ndarray:
-  from padir import tokenizer as tok
+  from padir.data import tokenizer as tok
 
   x = np.random.default_rng(0).integers(tok.NUM_SPECIAL, cfg.vocab_size, (B, cfg.max_source_length))
   x[:, -1] = tok.EOS_ID
@@ -390,11 +390,12 @@ def _train_config(dtype: str):
 
 
 def training_step(config, mesh: dict | None, params: str = "logical"):
-  """padir.training's jitted step as a pure function of (state, batch, key, dropout_key), its
-  arguments (ShapeDtypeStructs sharded by padir.sharding's `params` rule on an abstract mesh)."""
-  from padir import model as model_lib
-  from padir import optim, training
-  from padir import sharding as sharding_lib
+  """padir.training.loop's jitted step as a pure function of (state, batch, key, dropout_key), its
+  arguments (ShapeDtypeStructs sharded by padir.training.sharding's `params` rule on an abstract mesh)."""
+  from padir.model import transformer as model_lib
+  from padir.training import loop as training
+  from padir.training import optim
+  from padir.training import sharding as sharding_lib
 
   cfg = model_lib.ModelConfig.from_run_config(config, config.data.vocab_size)
 
@@ -449,7 +450,7 @@ def _padir(decoder: str):
 
 
 def _refine(options: dict, width: int | None = None):
-  from padir import refinement
+  from padir.decoding import refinement
 
   nar = _padir("nar")
   opts = refinement.RefineOptions(**options)
@@ -483,7 +484,7 @@ path(
 
 @path(PADIR_PATHS, "padir: AR greedy with the KV cache (decode.greedy_ar)")
 def _():
-  from padir import decode
+  from padir.decoding import autoregressive as decode
 
   ar = _padir("ar")
   fn, states = _pure(decode.greedy_ar, ar)
@@ -492,7 +493,7 @@ def _():
 
 @path(PADIR_PATHS, "padir: AR beam search, 3 beams (decode.beam_search)")
 def _():
-  from padir import decode
+  from padir.decoding import autoregressive as decode
 
   ar = _padir("ar")
   fn, states = _pure(lambda m, x: decode.beam_search(m, x, 3), ar)
@@ -501,7 +502,7 @@ def _():
 
 @path(PADIR_PATHS, "padir: distillation's batch translation, 2 beams (distill.translate_sources)")
 def _():
-  from padir import distill
+  from padir.training import distill
 
   ar = _padir("ar")
   fn, states = _pure(lambda m, x: distill._beam_tokens(m, x, 2, 0.6), ar)

@@ -25,7 +25,7 @@ def tiny_model(decoder: str = "nar", seed: int = 0, **overrides):
   """A random 1 + 1-layer model (by default V = 24, lengths 6, d = 16), in eval mode."""
   from flax import nnx
 
-  from padir import model as model_lib
+  from padir.model import transformer as model_lib
 
   cfg = {
     "vocab_size": 24,

@@ -155,7 +155,7 @@ def test_roofline_flops_of_the_padir_step_match_a_hand_count():
   """XLA's FLOPs of the suite's PaDIR training step (two stages, AdaFactor) within 5% of
   padir_step_flops, 3x the forward's matmuls counted from the model's shapes."""
   from gmlm import lowering
-  from padir import model as model_lib
+  from padir.model import transformer as model_lib
 
   b = bench()
   c = dict(

@@ -85,7 +85,10 @@ VALID = {
   ("model.max_length_offset", "0"): "0 = absolute length classes (the paper's)",
   ("model.ctc_upsample", "0"): "0 = no CTC: the length head and refinement (the paper's)",
   ("loss.glancing_anneal_steps", "0"): "0 = a constant glancing ratio",
-  ("init_from", repr(NONSENSE)): "an AR run directory, checked (padir.warm_start) before writing",
+  (
+    "init_from",
+    repr(NONSENSE),
+  ): "an AR run directory, checked (padir.training.warm_start) before writing",
   # Real numbers without a sign constraint.
   ("field", "-1.0"): "h_i < 0 favours spin -1",
   ("ising_mple_error:couplings", "(-1.0,)"): "k-MPLE accepts antiferromagnetic J < 0",
@@ -110,7 +113,7 @@ VALID = {
   ("drift.base_text", repr(NONSENSE)): "any text (the sites the basin token leaves)",
   ("drift.token", repr(NONSENSE)): "checked against the tokenizer (one token) when it loads",
   ("margins.texts", "('nonsense',)"): "any texts",
-  ("data.corpus_dir", repr(NONSENSE)): "a directory (padir.bible fills it when prepare_bible)",
+  ("data.corpus_dir", repr(NONSENSE)): "a directory (padir.data.bible fills it when prepare_bible)",
   ("data.source_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
   ("data.target_lang", repr(NONSENSE)): "a language code naming the files SPLIT.LANG",
   ("data.vocab_path", repr(NONSENSE)): "where the vocabulary is (or is trained to)",

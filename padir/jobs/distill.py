@@ -1,9 +1,9 @@
 """`python train.py --config configs/padir_bible_en_es_distill.py --workdir DIR`: distillation.
 
-Distills the corpus once with the AR teacher (padir.distill; reused while its distill.json
-matches the settings), then trains the student there (padir.training.fit, which resumes if
+Distills the corpus once with the AR teacher (padir.training.distill; reused while its distill.json
+matches the settings), then trains the student there (padir.training.loop.fit, which resumes if
 workdir has checkpoints). config.json records this config; the student's training config (the
-distilled corpus and the teacher's vocabulary as its data) goes to padir.restore.TRAINED_CONFIG.
+distilled corpus and the teacher's vocabulary as its data) goes to padir.model.restore.TRAINED_CONFIG.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from typing import Any
 
 import ml_collections
 
-from padir import bible, distill, restore, training, vocab
+from padir.data import bible, vocab
+from padir.model import restore
+from padir.training import distill
+from padir.training import loop as training
 
 ENTRY_POINT = "train.py"
 RESUMABLE_KEYS = training.RESUMABLE_KEYS

@@ -1,25 +1,25 @@
 """`python sample.py --config configs/padir_eval.py --config.checkpoints=DIR1,DIR2 --workdir DIR`.
 
 A checkpoint entry is a training run directory (its latest checkpoint), RUN@STEP (that step) or
-RUN@STEP+STEP+... (the average of those checkpoints' parameters: padir.restore.average).
+RUN@STEP+STEP+... (the average of those checkpoints' parameters: padir.model.restore.average).
 
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
-- quality of each decoder (PaDIR: padir.refinement's paper defaults, each of padir_passes with
+- quality of each decoder (PaDIR: padir.decoding.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
-  padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.ctc): at most each of
+  padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.decoding.ctc): at most each of
   padir_passes passes, on sources trimmed to multiples of `trim`, the blank's logit lowered by
   ctc_blank_penalty, or chosen on the valid split from ctc_blank_penalty_grid; AR: greedy and
   beam_size beams): SacreBLEU and
-  chrF with their signatures, word-level stutter (padir.metrics), mean decoder passes;
-- speed (padir.speed.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
+  chrF with their signatures, word-level stutter (padir.evaluation.metrics), mean decoder passes;
+- speed (padir.evaluation.latency.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size; PaDIR decodes at trimmed widths
   (speed.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
-- for PaDIR (not CTC), the attention analyses (padir.attention: Tables 4-5) of the first padir_passes
+- for PaDIR (not CTC), the attention analyses (padir.evaluation.stutter_attention: Tables 4-5) of the first padir_passes
   decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
 Each checkpoint is one resumable cell (cells/); its hypotheses go to hypotheses/ (one line per
 sentence: K_NAME.DECODER.txt, the references as K_NAME.reference.txt, K the checkpoint's place
 in the list). results.json holds them all, report.md renders them (Table L.1 format, the two
-attention tables, figures) with paired-bootstrap comparisons (padir.metrics.paired_bootstrap,
+attention tables, figures) with paired-bootstrap comparisons (padir.evaluation.metrics.paired_bootstrap,
 bootstrap_resamples resamples) of rows decoded on the same sentences: every row against the
 baseline (the first AR greedy row, else the first row), and each model's row against the same
 decoder of the first model that has it.
@@ -38,7 +38,13 @@ import numpy as np
 from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import RunDir, markdown_table
-from padir import attention, data, evaluate, metrics, refinement, restore, speed
+from padir.data import corpus as data
+from padir.decoding import refinement
+from padir.evaluation import latency as speed
+from padir.evaluation import metrics
+from padir.evaluation import stutter_attention as attention
+from padir.evaluation import translation as evaluate
+from padir.model import restore
 
 ENTRY_POINT = "sample.py"
 SPLITS = ("test", "valid")
@@ -297,7 +303,7 @@ def evaluate_checkpoint(
 
 
 def analyse_attention(model, decoder, inputs_PS, config, key) -> dict[str, Any]:
-  """padir.attention's statistics of the first attention_sentences outputs of `decoder` run
+  """padir.evaluation.stutter_attention's statistics of the first attention_sentences outputs of `decoder` run
   with stutter kept (options stutter="keep", drop="none"): the paper's rule resets a stutter
   to its noise token and drops it, leaving no stutter for the analysis to find."""
   options = dataclasses.replace(decoder.options, stutter="keep", drop="none")
@@ -465,7 +471,7 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
   if tests:
     parts.append(
       f"Paired bootstrap (Koehn 2004; {tests[0]['resamples']} resamples of the sentences, "
-      "padir.metrics.paired_bootstrap): BLEU(A) - BLEU(B) on the same sentences, its "
+      "padir.evaluation.metrics.paired_bootstrap): BLEU(A) - BLEU(B) on the same sentences, its "
       f"{tests[0]['level']:.0%} percentile interval and the two-sided p-value of no difference."
     )
     parts.append(

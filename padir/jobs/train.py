@@ -10,7 +10,7 @@ from typing import Any
 
 import ml_collections
 
-from padir import training
+from padir.training import loop as training
 
 ENTRY_POINT = "train.py"
 RESUMABLE_KEYS = training.RESUMABLE_KEYS

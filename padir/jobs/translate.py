@@ -3,16 +3,16 @@ translates stdin (or --config.input=PATH) line by line, in batches, to stdout (o
 --config.output=PATH), one output line per input line, with a progress bar on stderr.
 
 An AR checkpoint decodes greedily (beam_size=1) or by beam search; a PaDIR checkpoint refines
-(padir.refinement, the config's options; defaults the paper's). An empty line, or one longer
+(padir.decoding.refinement, the config's options; defaults the paper's). An empty line, or one longer
 than the model's maximum source length, gets a message on stderr naming its line number and an
 empty output line; the others still translate; a line most of whose words hold characters the
 vocabulary lacks gets a warning there. A missing checkpoint (the message names the quickest run
 to train), a run directory that is not a PaDIR / AR training run, or an input file that is not
 UTF-8 is refused in one line before anything is loaded or written. Line i
 decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
-The decoder is jitted once with the model split once (padir.speed.pure_jit); PaDIR batches
+The decoder is jitted once with the model split once (padir.evaluation.latency.pure_jit); PaDIR batches
 decode at their longest candidate's length rounded up to a multiple of `trim`
-(padir.speed.Trimmed: the same tokens, less work; 0: always max_target_length).
+(padir.evaluation.latency.Trimmed: the same tokens, less work; 0: always max_target_length).
 W/results.json counts the lines and lists the skipped ones.
 """
 
@@ -32,9 +32,13 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.runs import RunDir
-from padir import decode, refinement, restore, speed, vocab
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
+from padir.data import vocab
+from padir.decoding import autoregressive as decode
+from padir.decoding import refinement
+from padir.evaluation import latency as speed
+from padir.model import restore
+from padir.model import transformer as model_lib
 
 ENTRY_POINT = "sample.py"
 TRAINING_JOBS = ("padir.jobs.train", "padir.jobs.distill")

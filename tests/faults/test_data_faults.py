@@ -14,8 +14,9 @@ import ml_collections
 import pytest
 
 from gmlm.checks import UserError
-from padir import data, vocab
-from padir import tokenizer as tokenizer_lib
+from padir.data import corpus as data
+from padir.data import tokenizer as tokenizer_lib
+from padir.data import vocab
 
 # Line 3 holds the only non-ASCII character ("í", bytes c3 ad).
 PAIRS = [
@@ -214,9 +215,9 @@ def test_a_corpus_changed_in_place_refuses_the_vocabulary_trained_on_it(trained)
 
 
 def test_loading_a_trained_run_checks_its_vocabulary(trained, tmp_path, monkeypatch):
-  """translate / evaluate load a run through padir.restore: a vocabulary damaged where
+  """translate / evaluate load a run through padir.model.restore: a vocabulary damaged where
   SentencePiece still parses it is refused there too, before the model is built."""
-  from padir import restore
+  from padir.model import restore
 
   config, model, _ = trained
   run = tmp_path / "run"
@@ -238,7 +239,7 @@ def test_two_runs_on_one_corpus_build_its_cache_one_after_the_other(tmp_path):
 
   from padir_util import write_corpus
 
-  from padir import tfds_corpus
+  from padir.data import tfds_corpus
 
   corpus = write_corpus(tmp_path, {"train": 20, "valid": 4, "test": 4}, max_words=5)
   data_dir = pathlib.Path(corpus) / "tfds"

@@ -17,7 +17,7 @@ def padir(corpus: str, out: str) -> None:
   from test_training_faults import padir_config
 
   from gmlm import cli
-  from padir import restore
+  from padir.model import restore
 
   config = padir_config(corpus)
   config.train.num_train_steps, config.train.eval_every = 4, 4

@@ -1,4 +1,4 @@
-"""padir.attention: the Table 4-5 statistics equal a loop-by-loop numpy reference on hand-made
+"""padir.evaluation.stutter_attention: the Table 4-5 statistics equal a loop-by-loop numpy reference on hand-made
 attention arrays; the sown weights of a model are its attention distributions and change
 nothing in its output."""
 
@@ -8,8 +8,8 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import attention
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.evaluation import stutter_attention as attention
 
 EOS, PAD = tok_lib.EOS_ID, tok_lib.PAD_ID
 

@@ -1,4 +1,4 @@
-"""padir.decode.beam_search vs brute-force enumeration, greedy decoding and a plain-Python beam.
+"""padir.decoding.autoregressive.beam_search vs brute-force enumeration, greedy decoding and a plain-Python beam.
 
 Every reference scores a hypothesis y by one teacher-forced pass of the AR decoder over
 [BOS] + y[:-1]: sum_t log p(y_t | y_<t, x) with the never-predicted ids banned, divided by
@@ -15,9 +15,9 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import decode
-from padir import model as model_lib
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import autoregressive as decode
+from padir.model import transformer as model_lib
 
 V = 10  # predictable ids: EOS, UNK and 6..9
 INPUTS = jnp.array([[7, 8, 9, 1, 0], [6, 9, 8, 7, 1]], jnp.int32)

@@ -1,4 +1,4 @@
-"""padir.bible: deterministic splits, alignment rules, and (once) the real Debian packages."""
+"""padir.data.bible: deterministic splits, alignment rules, and (once) the real Debian packages."""
 
 import collections
 import hashlib
@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from padir import bible, data
+from padir.data import bible
+from padir.data import corpus as data
 
 
 def test_split_is_a_function_of_the_reference_with_2_2_96_percent():
@@ -60,7 +61,7 @@ def test_real_kjv_and_reina_valera_align_verse_by_verse(tmp_path_factory):
   assert "David" in es[("Ruth", 4, 22)]
   corpus = bible.align(en, es)
   assert sum(len(corpus.pairs[s]) for s in bible.SPLITS) == 85 and not corpus.dropped
-  # The one-command preparation writes the local-corpus format that padir.data reads.
+  # The one-command preparation writes the local-corpus format that padir.data.corpus reads.
   out = tmp_path_factory.mktemp("bible_ruth")
   manifest = bible.prepare(str(out), str(cache), books=["Ruth"])
   read_back = {s: data.read_split(str(out), s, "en", "es") for s in bible.SPLITS}

@@ -1,4 +1,4 @@
-"""CTC over an upsampled decoder (padir.ctc, issue 26 item 4): the collapse rule and the loss
+"""CTC over an upsampled decoder (padir.decoding.ctc, issue 26 item 4): the collapse rule and the loss
 against brute-force enumeration of every alignment, infeasible targets left out, the decoding
 loop against its passes done by hand, batch invariance, source trimming that changes no token,
 the training job end to end (deterministic, resumed = uninterrupted, warm start), and the config
@@ -19,9 +19,11 @@ from padir_util import tiny_model, tiny_run_config
 from configs import padir_bible_en_es
 from gmlm import cli
 from gmlm.checks import ConfigError
-from padir import ctc, speed, training
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import ctc
+from padir.evaluation import latency as speed
 from padir.jobs import train as train_job
+from padir.training import loop as training
 
 PAD, EOS, BLANK = tok_lib.PAD_ID, tok_lib.EOS_ID, ctc.BLANK_ID
 
@@ -203,7 +205,7 @@ def test_the_blank_penalty_lowers_only_the_blanks_logit():
 
 
 def test_the_eval_length_table_of_a_ctc_model_counts_its_outputs_at_the_blank_penalty():
-  from padir import evaluate
+  from padir.evaluation import translation as evaluate
 
   class WordTokenizer:  # one id per word, ids the tiny model knows
     def encode(self, text):
@@ -442,8 +444,9 @@ def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fres
 ):
   from flax import nnx
 
-  from padir import model as model_lib
-  from padir import restore, warm_start
+  from padir.model import restore
+  from padir.model import transformer as model_lib
+  from padir.training import warm_start
 
   ar = tiny_run_config(toy_corpus, 2, warmup_steps=1)
   ar.model.decoder = "ar"

@@ -1,4 +1,4 @@
-"""padir.data + padir.tokenizer: corpus validation, the tfds round trip, the grain pipeline."""
+"""padir.data.corpus + padir.data.tokenizer: corpus validation, the tfds round trip, the grain pipeline."""
 
 import collections
 import os
@@ -6,8 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from padir import data, tfds_corpus
-from padir import tokenizer as tok_lib
+from padir.data import corpus as data
+from padir.data import tfds_corpus
+from padir.data import tokenizer as tok_lib
 
 WORDS_EN = "the a man woman house land king city water light day night god people son".split()
 WORDS_ES = "el la hombre mujer casa tierra rey ciudad agua luz día noche dios pueblo hijo".split()
@@ -103,7 +104,7 @@ def test_a_vocabulary_trained_on_changed_corpus_files_is_refused(tmp_path):
   cache: after the files change, it is refused with the fix instead of silently reused."""
   import ml_collections
 
-  from padir import vocab
+  from padir.data import vocab
 
   _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
   config = ml_collections.ConfigDict(

@@ -1,4 +1,4 @@
-"""padir.decode: one refinement pass and greedy AR decoding against step-by-step recomputations."""
+"""padir.decoding.autoregressive: one refinement pass and greedy AR decoding against step-by-step recomputations."""
 
 import jax
 import jax.numpy as jnp
@@ -7,8 +7,8 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import decode
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import autoregressive as decode
 
 INPUTS = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1]], jnp.int32)
 

@@ -1,5 +1,5 @@
-"""padir.distill and its job: the distilled corpus holds the teacher's beam-search translations,
-in the format padir.data reads; a missing teacher is a clear error."""
+"""padir.training.distill and its job: the distilled corpus holds the teacher's beam-search translations,
+in the format padir.data.corpus reads; a missing teacher is a clear error."""
 
 import json
 import os
@@ -11,10 +11,14 @@ import pytest
 from flax import nnx
 
 from configs import padir_bible_en_es_ar, padir_bible_en_es_distill
-from padir import data, decode, distill, restore, tfds_corpus
-from padir import tokenizer as tok_lib
+from padir.data import corpus as data
+from padir.data import tfds_corpus
+from padir.data import tokenizer as tok_lib
+from padir.decoding import autoregressive as decode
 from padir.jobs import distill as distill_job
 from padir.jobs import train as train_job
+from padir.model import restore
+from padir.training import distill
 
 L = 16  # maximum source and target length (a 40-piece vocabulary spells words out)
 

@@ -17,9 +17,11 @@ from gmlm import runs as runs_lib
 from gmlm.checkpoints import Checkpoints
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
-from padir import metrics, restore, vocab
-from padir import model as model_lib
+from padir.data import vocab
+from padir.evaluation import metrics
 from padir.jobs import evaluate as eval_job
+from padir.model import restore
+from padir.model import transformer as model_lib
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +143,8 @@ def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corp
   BLEU (ties to the smaller penalty), and decodes the test split at it (the hypotheses file is
   evaluate.translate's at that penalty, and so is the length table); without a grid it uses
   ctc_blank_penalty."""
-  from padir import data, evaluate
+  from padir.data import corpus as data
+  from padir.evaluation import translation as evaluate
 
   run = _ctc_run(toy_corpus, tmp_path / "ctc")
   c = _eval_config([run])
@@ -206,7 +209,8 @@ def _two_step_ar_run(toy_corpus, tmp_path) -> tuple[str, list]:
 def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy_corpus, tmp_path):
   """RUN@STEP decodes the run's checkpoint at STEP (its greedy hypotheses are those of the
   parameters saved there, not the latest's); a step the run lacks is refused before writing."""
-  from padir import data, evaluate
+  from padir.data import corpus as data
+  from padir.evaluation import translation as evaluate
 
   workdir, _ = _two_step_ar_run(toy_corpus, tmp_path)
   e = _eval_config([f"{workdir}@1", workdir])
@@ -232,7 +236,8 @@ def test_averaged_checkpoints_are_the_mean_of_their_parameters_and_decode_as_it(
 ):
   """RUN@S1+S2 loads the leafwise mean of the two checkpoints' parameters (checked against numpy
   on the saved arrays) and padir_eval decodes with it; repeated or missing steps are refused."""
-  from padir import data, evaluate
+  from padir.data import corpus as data
+  from padir.evaluation import translation as evaluate
 
   workdir, saved = _two_step_ar_run(toy_corpus, tmp_path)
   tok = vocab.load(vocab.vocabulary_path(restore.trained_config(workdir)))
@@ -259,7 +264,7 @@ def test_averaged_checkpoints_are_the_mean_of_their_parameters_and_decode_as_it(
 
 def test_choose_blank_penalty_takes_the_highest_bleu_and_ties_to_the_smaller(monkeypatch):
   """The rule alone, on hypotheses made by hand per penalty."""
-  from padir import evaluate
+  from padir.evaluation import translation as evaluate
 
   refs = ["the cat sat on the mat", "a dog ran in the park"]
   made = {
@@ -284,7 +289,7 @@ def test_choose_blank_penalty_takes_the_highest_bleu_and_ties_to_the_smaller(mon
 
 
 def test_stutter_of_the_job_is_the_metric(runs, tmp_path):
-  """The stored stutter equals padir.metrics' on the examples when all sentences are examples."""
+  """The stored stutter equals padir.evaluation.metrics' on the examples when all sentences are examples."""
   c = _eval_config(runs[1:])
   c.max_sentences = 3
   c.padir_passes = (1,)

@@ -1,4 +1,4 @@
-"""padir.losses: the noising rule's fractions and the multi-stage loss, against hand computations."""
+"""padir.model.losses: the noising rule's fractions and the multi-stage loss, against hand computations."""
 
 import jax
 import jax.numpy as jnp
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from padir import losses
-from padir import model as model_lib
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.model import losses
+from padir.model import transformer as model_lib
 
 V = 40
 

@@ -1,4 +1,4 @@
-"""padir.metrics: SacreBLEU and chrF reproduce the published scores of WMT17 EN->DE systems;
+"""padir.evaluation.metrics: SacreBLEU and chrF reproduce the published scores of WMT17 EN->DE systems;
 the stutter metric gives hand-computed values on hand-written sentences."""
 
 import bz2
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from padir import metrics
+from padir.evaluation import metrics
 
 # From sacrebleu 2.6.0's sdist, test/wmt17_en_de_systems.pkl.bz2 (Apache-2.0, LICENSE.txt beside
 # it; the installed wheel does not ship it, `pip download sacrebleu==2.6.0 --no-binary :all:

@@ -1,11 +1,11 @@
-"""padir.model: sizes, attention structure (NAR sees the whole hypothesis, AR only the past)."""
+"""padir.model.transformer: sizes, attention structure (NAR sees the whole hypothesis, AR only the past)."""
 
 import jax.numpy as jnp
 import numpy as np
 import padir_util
 from flax import nnx
 
-from padir import model as model_lib
+from padir.model import transformer as model_lib
 
 
 def test_paper_size_has_67m_parameters():

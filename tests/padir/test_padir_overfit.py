@@ -7,9 +7,10 @@ import optax
 import pytest
 from flax import nnx
 
-from padir import losses, refinement
-from padir import model as model_lib
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import refinement
+from padir.model import losses
+from padir.model import transformer as model_lib
 
 V, P, L = 32, 8, 8
 

@@ -11,8 +11,10 @@ import pytest
 from flax import nnx
 
 from configs import padir_bible_en_es
-from padir import data, training, vocab
-from padir import model as model_lib
+from padir.data import corpus as data
+from padir.data import vocab
+from padir.model import transformer as model_lib
+from padir.training import loop as training
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def make(cfg: model_lib.ModelConfig, **changes) -> model_lib.Transformer:
 
 def train_step(config, model, batch):
   """One training step; (loss, the updated parameters)."""
-  from padir import optim
+  from padir.training import optim
 
   optimizer = nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
   train, _ = training.make_steps(config)

@@ -19,10 +19,13 @@ from padir_util import tiny_model, tiny_run_config
 from configs import padir_bible_en_es
 from gmlm import cli
 from gmlm.checks import ConfigError
-from padir import losses, refinement, restore, training, warm_start
-from padir import model as model_lib
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import refinement
 from padir.jobs import train as train_job
+from padir.model import losses, restore
+from padir.model import transformer as model_lib
+from padir.training import loop as training
+from padir.training import warm_start
 
 PAD, EOS = tok_lib.PAD_ID, tok_lib.EOS_ID
 
@@ -135,7 +138,7 @@ def test_absolute_lengths_stay_the_default_parameter_tree_and_loss():
 
 
 def test_test_set_length_accuracy_counts_the_argmax_against_the_reference_token_lengths():
-  from padir import evaluate
+  from padir.evaluation import translation as evaluate
 
   class WordTokenizer:  # one id per word
     def encode(self, text):
@@ -375,7 +378,7 @@ def test_recipe_options_are_checked_before_the_workdir_exists(tmp_path):
 def test_bleu_against_wall_clock_minutes_sums_the_logged_intervals(tmp_path):
   import json
 
-  from padir import curves
+  from padir.evaluation import curves
 
   records = [
     {"step": 100, "train_loss": 5.0, "steps_per_second": 2.0},  # 50 s

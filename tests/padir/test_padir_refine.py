@@ -1,4 +1,4 @@
-"""padir.refinement: the released decoder's rules on hand-made logits (a stub model), candidate
+"""padir.decoding.refinement: the released decoder's rules on hand-made logits (a stub model), candidate
 ranking on hand-made log-probabilities, the cached cross-attention, batch invariance, and a
 tiny trained model that reproduces memorised targets."""
 
@@ -14,8 +14,9 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import decode, refinement
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import autoregressive as decode
+from padir.decoding import refinement
 
 EOS, PAD, MASK = tok_lib.EOS_ID, tok_lib.PAD_ID, tok_lib.MASK_ID
 
@@ -283,7 +284,7 @@ class _WordIds:
 def test_translation_with_a_named_variant_decodes_with_its_options(variant):
   """evaluate.translate(decoder=...) (training's validation BLEU, decode.decoder) equals
   refine with RefineOptions(**refinement.VARIANTS[variant]) on the same batch and key."""
-  from padir import evaluate
+  from padir.evaluation import translation as evaluate
 
   model = padir_util.tiny_model("nar")
   sources = ["7 8 9", "10 11 12 13 14", "15"]

@@ -11,7 +11,8 @@ import numpy as np
 import padir_util
 import pytest
 
-from padir import refinement, speed
+from padir.decoding import refinement
+from padir.evaluation import latency as speed
 
 INPUTS = np.array(
   [[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0], [6, 6, 7, 1, 0, 0]], np.int32

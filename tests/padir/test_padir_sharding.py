@@ -1,4 +1,4 @@
-"""padir.sharding + training with config.mesh: a training step on 8 simulated CPU devices (mesh
+"""padir.training.sharding + training with config.mesh: a training step on 8 simulated CPU devices (mesh
 8x1, and 4x2 with the logical rules or FSDP) equals the same step on one device.
 
 The device count is fixed when jax is imported, so the runs happen in a subprocess with 8

@@ -1,4 +1,4 @@
-"""padir.speed.decode_fn: the once-split jitted decoders give what the decoding functions give
+"""padir.evaluation.latency.decode_fn: the once-split jitted decoders give what the decoding functions give
 when called directly, and follow the model's parameters."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import padir_util
 import pytest
 from flax import nnx
 
-from padir import decode, refinement, speed
+from padir.decoding import autoregressive as decode
+from padir.decoding import refinement
+from padir.evaluation import latency as speed
 
 INPUTS = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1]], jnp.int32)
 

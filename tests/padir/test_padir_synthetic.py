@@ -1,4 +1,4 @@
-"""padir.synthetic: the corpus is a deterministic function of the seed, every target is the
+"""padir.data.synthetic: the corpus is a deterministic function of the seed, every target is the
 rule-based translation of its source (checked by an independent left-to-right reading), the
 reordering and fertility rules occur, and the synthetic configs size a 3+3 model (the deep /
 shallow one at about equal parameters)."""
@@ -11,8 +11,9 @@ from configs import (
   padir_synthetic_ar_deep_shallow,
   padir_synthetic_deep_shallow,
 )
-from padir import data, synthetic
-from padir import model as model_lib
+from padir.data import corpus as data
+from padir.data import synthetic
+from padir.model import transformer as model_lib
 
 SIZES = {"train": 300, "valid": 20, "test": 20}
 
@@ -25,7 +26,9 @@ def test_the_corpus_is_deterministic_and_readable(tmp_path):
   for split in SIZES:
     assert (a / f"{split}.tsv").read_bytes() == (b / f"{split}.tsv").read_bytes()
     assert (a / f"{split}.tsv").read_bytes() != (c / f"{split}.tsv").read_bytes()
-    assert len(data.read_split(str(a), split, "en", "cx")) == SIZES[split]  # padir.data reads it
+    assert (
+      len(data.read_split(str(a), split, "en", "cx")) == SIZES[split]
+    )  # padir.data.corpus reads it
   manifest = json.loads((a / "manifest.json").read_text())
   assert manifest["counts"] == SIZES
 

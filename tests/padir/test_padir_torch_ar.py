@@ -9,8 +9,10 @@ import numpy as np
 import padir_util
 import pytest
 
-from padir import decode, speed, torch_ar
-from padir import tokenizer as tok
+from padir import torch_ar
+from padir.data import tokenizer as tok
+from padir.decoding import autoregressive as decode
+from padir.evaluation import latency as speed
 
 INPUTS = np.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]], np.int32)
 

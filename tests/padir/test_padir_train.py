@@ -1,4 +1,4 @@
-"""The PaDIR training job (padir.jobs.train -> padir.training.fit): a few steps on a tiny corpus
+"""The PaDIR training job (padir.jobs.train -> padir.training.loop.fit): a few steps on a tiny corpus
 write metrics and checkpoints, and resume exactly; the run directory and the config are checked
 before anything is written."""
 
@@ -13,8 +13,9 @@ from configs import padir_bible_en_es, padir_bible_en_es_distill
 from gmlm import cli
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
-from padir import optim, training
 from padir.jobs import train as train_job
+from padir.training import loop as training
+from padir.training import optim
 
 
 def _config(corpus_dir: str, steps: int, translate: bool = False):
@@ -178,7 +179,7 @@ def test_ar_baseline_trains_and_translates(toy_corpus, tmp_path):
 def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
   """A resumed run's metrics.jsonl may repeat a step: the last record counts; the report's
   table holds each evaluation once, with its values, and the figure is written."""
-  from padir import curves
+  from padir.evaluation import curves
 
   records = [
     {"step": 50, "train_loss": 9.0, "steps_per_second": 0.5},

@@ -18,10 +18,13 @@ from configs import padir_bible_en_es, padir_translate
 from gmlm import cli, runs
 from gmlm.checkpoints import Checkpoints
 from gmlm.checks import ConfigError, UserError
-from padir import decode, refinement, restore, speed
-from padir import model as model_lib
-from padir import tokenizer as tok_lib
+from padir.data import tokenizer as tok_lib
+from padir.decoding import autoregressive as decode
+from padir.decoding import refinement
+from padir.evaluation import latency as speed
 from padir.jobs import translate as translate_job
+from padir.model import restore
+from padir.model import transformer as model_lib
 
 L = 8  # maximum source and target length
 
@@ -154,7 +157,7 @@ def test_a_line_mostly_of_unknown_characters_is_warned_about(tmp_path, capsys):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_ar_checkpoints_decode_greedily_or_by_beam(tmp_path, beam_size):
-  """The CLI's AR output equals padir.decode's greedy / beam search run directly on the same
+  """The CLI's AR output equals padir.decoding.autoregressive's greedy / beam search run directly on the same
   (padded) batch: a batch of 2 lines, the second repeated to fill batch_size 3."""
   ckpt = make_run(tmp_path / "ar", decoder="ar")
   lines = ["the man", "a woman"]

@@ -1,5 +1,5 @@
-"""A local parallel corpus (padir.data's format) as a tfds dataset: array_record files, opened
-as random-access data sources for padir.data.make_dataset.
+"""A local parallel corpus (padir.data.corpus's format) as a tfds dataset: array_record files, opened
+as random-access data sources for padir.data.corpus.make_dataset.
 
 tensorflow_datasets is imported here only, so `import padir` does not load it; it loads when a
 dataset is built (`local_data_sources`).
@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import tensorflow_datasets as tfds
 
-from padir.data import SPLITS, fingerprint, read_split, split_files
+from padir.data.corpus import SPLITS, fingerprint, read_split, split_files
 
 
 class LocalParallelCorpus(tfds.core.GeneratorBasedBuilder):

@@ -17,9 +17,9 @@ import ml_collections
 from flax import nnx
 
 from gmlm.checkpoints import Checkpoints
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
-from padir import vocab
+from padir.data import tokenizer as tokenizer_lib
+from padir.data import vocab
+from padir.model import transformer as model_lib
 
 CHECKPOINTS = "checkpoints"
 TRAINED_CONFIG = "train_config.json"

@@ -1,7 +1,7 @@
 """Decoding speed: per-sentence latency at batch 1 and throughput at batch 64 (paper Sec. 3.3).
 
 A `Decoder` names one way to translate: PaDIR refinement (num_steps passes at most, num_lengths
-length candidates), CTC decoding of a CTC model (padir.ctc; with trim, on sources cut to their
+length candidates), CTC decoding of a CTC model (padir.decoding.ctc; with trim, on sources cut to their
 width: `SourceTrimmed`), AR greedy, or AR beam search. `measure` runs it under jit on sources padded
 to the model's max_source_length (one shape: one compilation) and reports
 
@@ -37,16 +37,17 @@ import numpy as np
 import tqdm
 from flax import nnx
 
-from padir import ctc, decode, refinement
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import autoregressive as decode
+from padir.decoding import ctc, refinement
+from padir.model import transformer as model_lib
 
 THROUGHPUT_BATCH = 64
 
 
 @dataclasses.dataclass(frozen=True)
 class Decoder:
-  """One decoding method: kind "padir" (padir.refinement with `options`, default the paper's),
+  """One decoding method: kind "padir" (padir.decoding.refinement with `options`, default the paper's),
   "greedy" or "beam" (AR models, beam_size beams), or "torch" (AR greedy in eager PyTorch on
   the same weights: padir.torch_ar, a reference for the JAX decoders' speed). PaDIR with trim = k > 0 decodes each batch at
   the width of its longest candidate rounded up to a multiple of k (`Trimmed`), not at
@@ -62,7 +63,7 @@ class Decoder:
   trim: int = 0
   one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
   passes: int = 1  # kind "ctc": at most this many passes
-  blank_penalty: float = 0.0  # kind "ctc": lowers the blank's logit (padir.ctc.decode)
+  blank_penalty: float = 0.0  # kind "ctc": lowers the blank's logit (padir.decoding.ctc.decode)
   source_trim: int = 0  # kinds "padir", "greedy", "beam": sources cut to their width (above)
   cache_window: int = 0  # kind "greedy": the KV cache grown k slots at a time (decode.greedy_ar)
 

@@ -1,9 +1,9 @@
 """Sequence-level knowledge distillation (Kim & Rush 2016): PaDIR trains on an AR teacher's output.
 
 Paper App. L.2: "we distill our models by training on the output of an autoregressive model" (the
-paper used a translation service; here the teacher is the AR baseline trained by padir.training,
+paper used a translation service; here the teacher is the AR baseline trained by padir.training.loop,
 decoded with beam search). `distill_corpus` translates the source side of the training split
-with the teacher and writes a local corpus (SPLIT.tsv, the format padir.data reads) whose
+with the teacher and writes a local corpus (SPLIT.tsv, the format padir.data.corpus reads) whose
 targets are the teacher's translations; the valid and test splits are copied unchanged, so that
 evaluation stays against the human references. The job padir.jobs.distill
 (configs/padir_bible_en_es_distill.py) distills once, then trains the student on the distilled
@@ -29,8 +29,11 @@ import tqdm
 from flax import nnx
 
 from gmlm import checks
-from padir import data, decode, evaluate, restore
-from padir import tokenizer as tokenizer_lib
+from padir.data import corpus as data
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import autoregressive as decode
+from padir.evaluation import translation as evaluate
+from padir.model import restore
 
 MANIFEST = "distill.json"
 VOCABULARY = "teacher_spm.model"
@@ -262,7 +265,7 @@ def student_config(config: ml_collections.ConfigDict, out_dir: str) -> ml_collec
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  """Checks the config.distill keys (the rest is a training config: padir.training.validate)."""
+  """Checks the config.distill keys (the rest is a training config: padir.training.loop.validate)."""
   v = checks.get(config, "distill.teacher_workdir")
   checks.check(
     isinstance(v, str) and bool(v),

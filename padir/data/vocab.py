@@ -3,13 +3,13 @@ it with its integrity checked.
 
 config.data.vocab_path names it (default CORPUS_DIR/spm{vocab_size}.model); when the file is
 missing and config.data.train_vocab is set, a SentencePiece model is trained on both sides of
-the training split (padir.tokenizer.train_tokenizer) and put in place atomically (a kill during
+the training split (padir.data.tokenizer.train_tokenizer) and put in place atomically (a kill during
 training leaves no partial model). Beside it, VOCAB_PATH.json records the corpus it was trained
-on (directory and the SHA-256 of its train files, `padir.data.fingerprint`, like the dataset
+on (directory and the SHA-256 of its train files, `padir.data.corpus.fingerprint`, like the dataset
 cache) and the SHA-256 of the model file itself.
 
 A vocabulary whose corpus files changed since is refused, not silently reused: its ids would no
-longer be those of the data, and runs trained with it (which `padir.restore` reopens by the same
+longer be those of the data, and runs trained with it (which `padir.model.restore` reopens by the same
 path) would decode with another vocabulary if it were retrained in place. A model file that does
 not match its recorded SHA-256 (a flipped bit can leave a SentencePiece model that still loads,
 with another piece), that SentencePiece cannot parse (truncated), or a record that is not JSON,
@@ -29,8 +29,8 @@ import ml_collections
 
 from gmlm.checks import UserError
 from gmlm.runs import atomic_write_text
-from padir import data
-from padir import tokenizer as tokenizer_lib
+from padir.data import corpus as data
+from padir.data import tokenizer as tokenizer_lib
 
 
 class VocabularyError(UserError):

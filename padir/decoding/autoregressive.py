@@ -1,4 +1,4 @@
-"""Inference: greedy and beam AR decoding; PaDIR refinement lives in padir.refinement (its
+"""Inference: greedy and beam AR decoding; PaDIR refinement lives in padir.decoding.refinement (its
 `refine`, `RefineOptions` and `legacy_options` are re-exported here).
 
 AR beam search (the paper's AR baselines decode with 5 beams; distillation teachers too), with
@@ -24,10 +24,10 @@ import numpy as np
 from flax import struct
 
 from gmlm.core import draws
-from padir import losses
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
-from padir.refinement import RefineOptions, gnmt_penalty, legacy_options, refine
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding.refinement import RefineOptions, gnmt_penalty, legacy_options, refine
+from padir.model import losses
+from padir.model import transformer as model_lib
 
 __all__ = ["RefineOptions", "beam_search", "drop_stutter", "greedy_ar", "legacy_options", "refine"]
 

@@ -5,7 +5,7 @@ and positional embeddings, the encoder, and in each decoder layer the self-atten
 cross-attention, the FFN and their LayerNorms, and the final LayerNorms. The parts the AR run
 has no trained counterpart for start from the seed as they would without a warm start: the
 positional attention (and its LayerNorm) of each decoder layer, and the length head (the AR loss
-never trains its length head); with CTC (model.ctc_upsample, padir.ctc) also the decoder's
+never trains its length head); with CTC (model.ctc_upsample, padir.decoding.ctc) also the decoder's
 positional embeddings when there are more alignment slots than AR target positions. The optimizer starts fresh (AdaFactor's state does not depend on
 the parameter values).
 
@@ -27,8 +27,9 @@ import ml_collections
 from flax import nnx
 
 from gmlm.checks import ConfigError
-from padir import model as model_lib
-from padir import restore, vocab
+from padir.data import vocab
+from padir.model import restore
+from padir.model import transformer as model_lib
 
 KEY = "init_from"
 RECORD = "init_from.json"  # what a warm-started run copied, in its run directory

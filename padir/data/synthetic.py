@@ -1,9 +1,9 @@
 """A deterministic synthetic translation task: English-like sentences -> a cipher language.
 
-    python -m padir.synthetic --out data/synthetic [--train 60000 --valid 512 --test 1024]
-    python -m padir.synthetic --out data/synthetic_reorder --grammar reorder [--lexicon-scale 4]
+    python -m padir.data.synthetic --out data/synthetic [--train 60000 --valid 512 --test 1024]
+    python -m padir.data.synthetic --out data/synthetic_reorder --grammar reorder [--lexicon-scale 4]
 
-writes DIR/train.tsv, DIR/valid.tsv, DIR/test.tsv (`source<TAB>target`, the format padir.data
+writes DIR/train.tsv, DIR/valid.tsv, DIR/test.tsv (`source<TAB>target`, the format padir.data.corpus
 reads) and DIR/manifest.json (counts, the lexicon, the rules). configs/padir_synthetic*.py train
 PaDIR, the AR baseline and the distilled PaDIR on it: a task both must solve on a CPU, so that a
 gap between them points at the implementation, not at the data.

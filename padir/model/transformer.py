@@ -15,7 +15,7 @@
   Gu et al. 2018), then cross-attention, then the FFN. One forward pass refines all positions.
 - Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
 - ctc_upsample = k > 0 (off by default): the `nar` decoder runs over k x source-length alignment
-  slots and is trained with CTC (padir.ctc); its positional embeddings cover decoder_length.
+  slots and is trained with CTC (padir.decoding.ctc); its positional embeddings cover decoder_length.
 
 Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
 Shape letters: the legend in padir/__init__.py (B batch, S source length with [LEN], T target
@@ -29,7 +29,7 @@ padded_vocab_size columns whose padding is NEG_INF (never an argmax, zero probab
 log-softmax at the real ids), decode_step() the real V.
 
 Every parameter carries the logical names of its dimensions in its `logical_axes` metadata
-("vocab", "embed", "heads", "head_dim", "mlp", "length", "length_classes"); padir.sharding maps
+("vocab", "embed", "heads", "head_dim", "mlp", "length", "length_classes"); padir.training.sharding maps
 them to mesh axes. They change no computation.
 """
 
@@ -43,14 +43,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
 
 Array = jax.Array
 NEG_INF = -1e9
 
 
 def _axes(*names: str) -> dict[str, tuple[str, ...]]:
-  """Variable metadata naming each dimension of a parameter (see padir.sharding)."""
+  """Variable metadata naming each dimension of a parameter (see padir.training.sharding)."""
   return {"logical_axes": names}
 
 
@@ -70,7 +70,7 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype: "float32" or "bfloat16" (params stay float32)
   vocab_multiple: int = 1  # pad the output projection's vocabulary to a multiple of this
   max_length_offset: int = 0  # 0: absolute length classes; M > 0: offsets -M..+M (docstring)
-  # k > 0: the nar decoder runs over floor(k x source) slots with CTC (padir.ctc); k = 0 or >= 1,
+  # k > 0: the nar decoder runs over floor(k x source) slots with CTC (padir.decoding.ctc); k = 0 or >= 1,
   # fractional allowed (1.5)
   ctc_upsample: float = 0
 
@@ -148,7 +148,9 @@ class Attention(nnx.Module):
     self.w_o_NHD = nnx.Param(w_out(rngs.params(), (N, H, D)), **_axes("heads", "head_dim", "embed"))
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
     self.dtype = cfg.compute_dtype
-    self.sow_weights = False  # True: attend() sows its softmax weights (padir.attention)
+    self.sow_weights = (
+      False  # True: attend() sows its softmax weights (padir.evaluation.stutter_attention)
+    )
 
   def w(self, param: nnx.Param) -> Array:
     """A weight in the compute dtype (the float32 master copy stays the parameter)."""

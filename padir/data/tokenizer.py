@@ -35,7 +35,7 @@ class Tokenizer:
     if not os.path.isfile(model_path):
       raise FileNotFoundError(
         f"SentencePiece vocabulary {model_path!r} does not exist. Train one on the training "
-        f"split first (padir.tokenizer.train_tokenizer, or run training, which trains it when "
+        f"split first (padir.data.tokenizer.train_tokenizer, or run training, which trains it when "
         f"config.data.vocab_path is missing and config.data.train_vocab is True)."
       )
     self.path = model_path
@@ -52,7 +52,7 @@ class Tokenizer:
     if found != expected:
       raise ValueError(
         f"{model_path} has special pieces {found}, expected {expected}: it was not "
-        f"trained by padir.tokenizer.train_tokenizer"
+        f"trained by padir.data.tokenizer.train_tokenizer"
       )
 
   @property

@@ -2,7 +2,7 @@
 (gmlm.core.mesh.make_mesh; `mesh_of(config)` reads config.mesh).
 
 Batches split their first dimension over "data". Parameters are placed by one of two rules:
-- "logical": each parameter names its dimensions (`logical_axes` metadata, padir.model) and
+- "logical": each parameter names its dimensions (`logical_axes` metadata, padir.model.transformer) and
   LOGICAL_RULES maps names to mesh axes: vocabulary, heads and FFN hidden units over "model"
   (Megatron-style tensor parallelism), the rest replicated;
 - "fsdp": each parameter splits its largest dimension divisible by the "model" axis size over

@@ -31,8 +31,8 @@ import jax
 import numpy as np
 from flax import nnx
 
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
+from padir.model import transformer as model_lib
 
 TOP_K = (1, 2)
 

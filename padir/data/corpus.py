@@ -3,7 +3,7 @@
 A local corpus is a directory with, per split (train / valid / test), either
     SPLIT.tsv                       one `source<TAB>target` pair per line, or
     SPLIT.SRC_LANG + SPLIT.TGT_LANG two line-aligned plain-text files.
-`read_split` validates and reads one split; padir.tfds_corpus writes a corpus as array_record
+`read_split` validates and reads one split; padir.data.tfds_corpus writes a corpus as array_record
 files (tfds) and opens them as random-access sources; `make_dataset` reads such a source,
 tokenizes, drops pairs longer than the configured maximum (and says how many), shuffles with a
 seed and pads every batch to the maximum lengths (static shapes: one compilation), or, with
@@ -36,7 +36,7 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.checks import UserError
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid", "test")
 

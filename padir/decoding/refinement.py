@@ -60,9 +60,9 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from gmlm.core import draws
-from padir import losses
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
+from padir.model import losses
+from padir.model import transformer as model_lib
 
 Array = jax.Array
 

@@ -1,6 +1,6 @@
 """Evaluation during training: translation with a trained model, and the validation loss and
 BLEU that training logs (`validation_loss`, `validation_translation`); the metrics themselves
-(SacreBLEU, chrF, stutter) are padir.metrics."""
+(SacreBLEU, chrF, stutter) are padir.evaluation.metrics."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from padir import ctc, data, decode, metrics, refinement
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import corpus as data
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import autoregressive as decode
+from padir.decoding import ctc, refinement
+from padir.evaluation import metrics
+from padir.model import transformer as model_lib
 
 
 @functools.partial(nnx.jit, static_argnames=("options",))
@@ -75,7 +78,7 @@ def translate(
   dropped, summed score, early stop), as a named variant of it (`refinement.VARIANTS`), or, with
   decoder "legacy", as our first decoder did (`refinement.legacy_options(remask_stutter)`,
   repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
-  with padir.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
+  with padir.decoding.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
   (num_lengths and decoder do not apply).
   """
   legacy = decoder == "legacy"

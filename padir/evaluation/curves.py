@@ -1,13 +1,13 @@
 """Training curves and a report from run directories' metrics.jsonl.
 
-  python -m padir.curves runs/padir_bible_en_es runs/padir_bible_en_es_ar \
+  python -m padir.evaluation.curves runs/padir_bible_en_es runs/padir_bible_en_es_ar \
       runs/padir_bible_en_es_distill --out runs/padir_bible_curves.png
 
 One figure, three panels over the training step: training loss (token cross-entropy, plus the
 length loss for PaDIR), validation token loss, validation BLEU; one line per run. Training
-(padir.training.fit) writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
+(padir.training.loop.fit) writes WORKDIR/curves.png and WORKDIR/report.md at the end of every run.
 
-    python -m padir.curves --minutes runs/padir_bible_en_es_ar runs/padir_bible_en_es_recipe         --out runs/padir_bible_en_es_minutes.png
+    python -m padir.evaluation.curves --minutes runs/padir_bible_en_es_ar runs/padir_bible_en_es_recipe         --out runs/padir_bible_en_es_minutes.png
 
 `--minutes`: validation BLEU against the runs' wall-clock minutes instead (issue 26: a recipe
 must learn at AR's pace in time, not in steps), with the length accuracy (exact and within 2
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from gmlm.runs import RunDir
 
-DATA_REPORT = "data.json"  # the train split's pair counts (padir.training.check_data)
+DATA_REPORT = "data.json"  # the train split's pair counts (padir.training.loop.check_data)
 
 
 def dropped_line(counts: dict[str, int]) -> str:

@@ -9,7 +9,7 @@ written after it and continues; the noise and dropout keys are fold_in(key(seed)
 resumed run computes the same steps as an uninterrupted one.
 
 Scaling out (both off by default): `config.mesh` places the model, the optimizer state and the
-batches on a ("data", "model") device mesh (padir.sharding: logical axis rules or FSDP); the same
+batches on a ("data", "model") device mesh (padir.training.sharding: logical axis rules or FSDP); the same
 code runs on one device. `config.distributed` starts multi-host JAX (`open_run`, before any other
 JAX call); process 0 makes the missing data files (vocabulary, tfds cache) before the others read
 them, and each process reads its rows of every global batch.
@@ -34,22 +34,16 @@ from gmlm import checks
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
-from padir import (
-  bible,
-  ctc,
-  curves,
-  data,
-  evaluate,
-  losses,
-  optim,
-  refinement,
-  restore,
-  vocab,
-  warm_start,
-)
-from padir import model as model_lib
-from padir import sharding as sharding_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import bible, vocab
+from padir.data import corpus as data
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import ctc, refinement
+from padir.evaluation import curves
+from padir.evaluation import translation as evaluate
+from padir.model import losses, restore
+from padir.model import transformer as model_lib
+from padir.training import optim, warm_start
+from padir.training import sharding as sharding_lib
 
 
 def _check_bool(config: Any, key: str) -> None:
@@ -373,7 +367,7 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple[tokenizer_lib.Token
   if d.get("prepare_bible"):
     bible.prepare_if_missing(d.corpus_dir, d.source_lang, d.target_lang)
   tok = vocab.prepare_vocabulary(config)
-  from padir import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
+  from padir.data import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
 
   sources = tfds_corpus.local_data_sources(
     d.corpus_dir,

@@ -41,9 +41,10 @@ import numpy as np
 import optax
 
 from gmlm.core import draws
-from padir import losses, refinement
-from padir import model as model_lib
-from padir import tokenizer as tokenizer_lib
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import refinement
+from padir.model import losses
+from padir.model import transformer as model_lib
 
 Array = jax.Array
 BLANK_ID = tokenizer_lib.MASK_ID  # the blank: [MASK] never occurs inside a target

@@ -1,6 +1,6 @@
 """An offline English-Spanish parallel corpus: the KJV and Reina-Valera 1909 Bibles, verse-aligned.
 
-    python -m padir.bible --out DIR [--cache DIR/cache] [--direction en-es | es-en]
+    python -m padir.data.bible --out DIR [--cache DIR/cache] [--direction en-es | es-en]
 
 downloads the Debian packages `sword-text-kjv` and `sword-text-sparv` with `apt-get download`
 (no root needed), unpacks them with `dpkg -x`, reads both SWORD modules with `pysword`, aligns
