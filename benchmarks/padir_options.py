@@ -36,7 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data
 from padir.data import tokenizer as tok_lib  # noqa: E402
-from padir.decoding import refinement
+from padir.decoding import decoders, refinement
 from padir.evaluation import latency as speed  # noqa: E402
 from padir.evaluation import metrics
 from padir.evaluation import translation as evaluate
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
       hyps = [tok.decode(row) for row in tokens]
     timing = speed.measure(
       model,
-      speed.Decoder(name, "padir", options),
+      decoders.Decoder(name, "padir", options),
       sources[:latency_n],
       throughput_batch=1,
       throughput_batches=1,

@@ -9,7 +9,7 @@
   python benchmarks/padir_speed.py --by-width --nar CTC_RUN [--sentences 500] [--repeats 5]
 
 Decoders: PaDIR with 4 and 10 passes (5 length candidates) on the --nar model, PaDIR-4 trimmed
-(speed.Trimmed: each call decodes at its longest candidate length rounded up to a multiple of 8,
+(decoding.Trimmed: each call decodes at its longest candidate length rounded up to a multiple of 8,
 not at max_target_length; the same tokens), AR greedy and beam 5 on the --ar model, and greedy on the deep-encoder / one-layer-decoder AR model. Sources:
 the first --sentences lines of the test split of the --nar run's corpus. Prints, per decoder,
 the decoder passes, latency at batch 1 (p50, p99; compilation reported apart), throughput at
@@ -22,15 +22,15 @@ machine only.
 
 --frontier (issue 30): on the same test sources, in one process, every decoder's BLEU (its
 batch-1 outputs, SacreBLEU against the references), batch-1 p50 / p99 latency and batch-64
-throughput: per --nar run the PaDIR grid of speed.frontier_decoders (1 / 2 / 5 length
+throughput: per --nar run the PaDIR grid of decoding.frontier_decoders (1 / 2 / 5 length
 candidates with the length prior x 1 / 2 / 4 passes, untrimmed and trimmed to a multiple of
-8, target width and source alike (speed.Decoder.source_trim; --no-source-trim: the target
+8, target width and source alike (decoding.Decoder.source_trim; --no-source-trim: the target
 only); frozen candidates leave the work, refinement.RefineOptions.row_stop="compact", and a
-trimmed decode is one call, speed.OneCallTrimmed; --row-stop mask / --two-calls for the
+trimmed decode is one call, decoding.OneCallTrimmed; --row-stop mask / --two-calls for the
 others); on --ar AR greedy untrimmed and trimmed (greedy-trim8: the sources cut to their width,
 so the encoder and cross-attention run over fewer positions, and the KV cache grown 8 slots at
 a time, decode.greedy_ar(window=8); the same tokens), beam 5 and the same greedy decoder in
-eager PyTorch (padir.torch_ar); greedy untrimmed and trimmed on --deep-shallow. The "vs AR
+eager PyTorch (benchmarks/torch_ar.py); greedy untrimmed and trimmed on --deep-shallow. The "vs AR
 greedy" columns and the paired bootstrap compare with the faster AR greedy row (p99: the row
 of the lower p99). Prints the table with the Pareto-optimal rows (no other row has
 lower p50 and higher BLEU) marked, the GEMM rates of XLA and PyTorch at the models' shapes
@@ -58,6 +58,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Sequence
 
 import numpy as np
 
@@ -69,17 +70,52 @@ if "--single-thread" in sys.argv[1:]:  # before jax is imported: XLA reads its f
     + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
   ).strip()
 
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import torch_ar  # noqa: E402  (benchmarks/, beside this script)
 from flax import nnx  # noqa: E402
 
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data
 from padir.data import tokenizer as tok_lib  # noqa: E402
-from padir.decoding import ctc, refinement
+from padir.decoding import ctc, refinement  # noqa: E402
+from padir.decoding import decoders as decoding  # noqa: E402
 from padir.evaluation import latency as speed  # noqa: E402
 from padir.evaluation import metrics
 from padir.evaluation import translation as evaluate
 from padir.model import restore
 from padir.model import transformer as model_lib  # noqa: E402
+
+
+def gemm_rates(
+  shapes: Sequence[tuple[int, int, int]], reps: int = 20, threads: int | None = None
+) -> list[dict[str, float]]:
+  """GF/s of a float32 product [m, k] x [k, n] under XLA (jitted jnp.dot) and in PyTorch
+  (torch.mm), the best of `reps` timed calls each, per (m, k, n): the ceiling the two
+  libraries' matrix multiply sets on a JAX / PyTorch decoder's speed ratio at these shapes
+  ("ratio" = XLA / PyTorch)."""
+  import torch
+
+  if threads:
+    torch.set_num_threads(threads)
+  rng = np.random.default_rng(0)
+  dot = jax.jit(jnp.dot)
+  out = []
+  for m, k, n in shapes:
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    aj, bj = jnp.asarray(a), jnp.asarray(b)
+    at, bt = torch.from_numpy(a), torch.from_numpy(b)
+    rates = {}
+    for name, fn in (
+      ("xla", lambda: dot(aj, bj).block_until_ready()),
+      ("torch", lambda: torch.mm(at, bt)),
+    ):
+      fn()
+      best = min(speed._timed(fn)[0] for _ in range(reps))
+      rates[name] = 2 * m * k * n / best / 1e9
+    out.append({"m": m, "k": k, "n": n, **rates, "ratio": rates["xla"] / rates["torch"]})
+  return out
 
 
 def tiny_models() -> dict[str, model_lib.Transformer]:
@@ -232,8 +268,8 @@ def by_width(args) -> int:
       return 2
     sources = test_sources(args.nar[0], tok, config, args.sentences or 200)
     name = os.path.basename(os.path.normpath(args.nar[0]))
-  decoder = speed.ctc_decoders((1,), (args.trim,), args.blank_penalty)[0]
-  fn = speed.decode_fn(model, decoder)
+  decoder = decoding.ctc_decoders((1,), (args.trim,), args.blank_penalty)[0]
+  fn = decoding.decode_fn(model, decoder)
   rows = speed.latency_by_width(fn, sources, repeats=args.repeats)
   k = model.cfg.ctc_upsample
   header = ["source width", "slots", "sources", "decodes", "min ms", "p50 ms", "p90 ms", "p99 ms"]
@@ -297,9 +333,9 @@ def frontier(args) -> int:
   plan = []
   for family, name, model, tok, config in runs:
     if family == "PaDIR" and model.cfg.ctc_upsample:
-      decoders = speed.ctc_decoders(passes, (0, args.trim), args.blank_penalty)
+      decoders = decoding.ctc_decoders(passes, (0, args.trim), args.blank_penalty)
     elif family == "PaDIR":
-      decoders = speed.frontier_decoders(
+      decoders = decoding.frontier_decoders(
         lengths,
         passes,
         (0, args.trim),
@@ -310,21 +346,21 @@ def frontier(args) -> int:
       )
     elif family == "AR":
       decoders = [
-        speed.Decoder("greedy", "greedy"),
-        speed.Decoder(
+        decoding.Decoder("greedy", "greedy"),
+        decoding.Decoder(
           f"greedy-trim{args.trim}", "greedy", source_trim=args.trim, cache_window=args.trim
         ),
-        speed.Decoder("beam5", "beam", beam_size=5),
+        decoding.Decoder("beam5", "beam", beam_size=5),
       ]
-      plan.append(("PyTorch AR", name, model, tok, speed.Decoder("torch-greedy", "torch")))
+      plan.append(("PyTorch AR", name, model, tok, decoding.Decoder("torch-greedy", "torch")))
       if args.torch_threads:
         import torch
 
         torch.set_num_threads(args.torch_threads)
     else:
       decoders = [
-        speed.Decoder("greedy", "greedy"),
-        speed.Decoder(
+        decoding.Decoder("greedy", "greedy"),
+        decoding.Decoder(
           f"greedy-trim{args.trim}", "greedy", source_trim=args.trim, cache_window=args.trim
         ),
       ]
@@ -348,7 +384,12 @@ def frontier(args) -> int:
   for i, (family, name, model, tok, decoder) in enumerate(plan):
     if decoder.kind == "torch":
       measured[i] = speed.measure(
-        model, decoder, sources_for(model, tok), throughput_batch=throughput_batch, keep_tokens=True
+        model,
+        decoder,
+        sources_for(model, tok),
+        throughput_batch=throughput_batch,
+        keep_tokens=True,
+        fn=torch_ar.torch_decode_fn(model),
       )
   jax_rows = [i for i, p in enumerate(plan) if p[4].kind != "torch"]
   jobs = [(plan[i][2], plan[i][4], sources_for(plan[i][2], plan[i][3]), None) for i in jax_rows]
@@ -416,7 +457,7 @@ def frontier(args) -> int:
   d_models = sorted({m.cfg.d_model for _, _, m, _, _ in runs})
   shapes = [(1, d, d) for d in d_models] + [(64, d, d) for d in d_models]
   shapes += [(64 * 28, d, d) for d in d_models] + [(512, 512, 512)]
-  gemm = speed.gemm_rates(shapes, reps=3 if args.tiny else 20)
+  gemm = gemm_rates(shapes, reps=3 if args.tiny else 20)
   for g in gemm:
     print(
       f"GEMM [{g['m']}x{g['k']}] x [{g['k']}x{g['n']}]: XLA {g['xla']:.1f} GF/s, PyTorch "
@@ -464,7 +505,7 @@ def main(argv=None) -> int:
     "--row-stop", default="compact", choices=refinement.ROW_STOPS, help="--frontier: PaDIR rows"
   )
   parser.add_argument(
-    "--two-calls", action="store_true", help="--frontier: trimmed PaDIR as speed.Trimmed"
+    "--two-calls", action="store_true", help="--frontier: trimmed PaDIR as decoding.Trimmed"
   )
   parser.add_argument(
     "--torch-threads", type=int, default=0, help="--frontier: PyTorch's threads (0: its default)"
@@ -526,12 +567,14 @@ def main(argv=None) -> int:
           sources = test_sources(workdir, tok, config, args.sentences or 200)
     throughput_batch = speed.THROUGHPUT_BATCH
 
-  plan = [(d, "nar") for d in speed.standard_decoders()[:2]]
+  plan = [(d, "nar") for d in decoding.standard_decoders()[:2]]
   # the same decoder at the width of each call's longest candidate (same tokens, less work)
-  plan.append((speed.Decoder("padir-4-trim8", "padir", refinement.RefineOptions(), trim=8), "nar"))
-  plan += [(d, "ar") for d in speed.standard_decoders()[2:]]
+  plan.append(
+    (decoding.Decoder("padir-4-trim8", "padir", refinement.RefineOptions(), trim=8), "nar")
+  )
+  plan += [(d, "ar") for d in decoding.standard_decoders()[2:]]
   if "deep_shallow" in models:
-    plan.append((speed.Decoder("deep-shallow-greedy", "greedy"), "deep_shallow"))
+    plan.append((decoding.Decoder("deep-shallow-greedy", "greedy"), "deep_shallow"))
   if args.tiny:
     plan = [p for p in plan if p[0].name in ("padir-4", "padir-4-trim8", "ar-greedy")]
   results = {}

@@ -3,22 +3,26 @@
 A non-autoregressive encoder-decoder Transformer refines a random target hypothesis in a few
 parallel decoder passes; an AR decoder on the same backbone is the baseline.
 
-Modules, bottom up:
-- bible (offline en-es corpus), data (local corpora -> grain batches), tfds_corpus (a local
-  corpus as array_record files; the only module that loads tensorflow_datasets), tokenizer
-  (SentencePiece with fixed special ids), vocab (a config's vocabulary, trained once);
-- model (flax.nnx Transformer, the AR KV cache), losses (noising rule, multi-stage loss),
-  refinement (PaDIR decoding: the released decoder's rules, options beyond them), ctc (CTC
-  over an upsampled decoder: loss, collapse, decoding; model.ctc_upsample), decode
-  (greedy and beam AR; re-exports refine), metrics (SacreBLEU, chrF, stutter), evaluate
-  (translation, validation loss and BLEU during training), attention (attention statistics of
-  stutter vs other adjacent pairs), speed (latency and throughput of the decoders);
-- sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh), optim (schedule,
-  AdaFactor), training (`fit(config, rd)`: the loop, checkpoints, resume; `validate`),
-  restore (a trained run's model for other code), curves (figure and report.md), distill
-  (sequence-level distillation from the AR baseline);
+Subpackages, in the data flow of a translation system; a module imports its own floor and the
+ones above it in this list only (tests/test_layering.py checks it):
+- data: tokenizer (SentencePiece with fixed special ids), corpus (local corpora -> grain
+  batches), tfds_corpus (a local corpus as array_record files; the only module that loads
+  tensorflow_datasets), vocab (a config's vocabulary, trained once), bible (the offline en-es
+  corpus), synthetic (the synthetic tasks);
+- model: transformer (flax.nnx encoder-decoder, length head, the AR KV cache), losses (noising
+  rule, multi-stage and AR losses), restore (a trained run's model for other code);
+- decoding: refinement (PaDIR decoding: the released decoder's rules, options beyond them),
+  autoregressive (greedy and beam AR), ctc (CTC over an upsampled decoder: loss, collapse,
+  decoding), decoders (the one interface: `Decoder`, `decode_fn`, trimmed decoding);
+- evaluation: metrics (SacreBLEU, chrF, stutter), translation (a split translated, validation
+  loss and BLEU during training), curves (figure and report.md), stutter_attention (attention
+  statistics of stutter vs other adjacent pairs), latency (latency and throughput of decoders);
+- training: loop (`fit(config, rd)`: the loop, checkpoints, resume; `validate`), optim
+  (schedule, AdaFactor), sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh),
+  warm_start, distill (sequence-level distillation from the AR baseline);
 - jobs/train.py, jobs/distill.py: the jobs train.py runs; jobs/translate.py: sample.py's
-  translation of stdin or a file with a trained checkpoint.
+  translation of stdin or a file with a trained checkpoint; jobs/evaluate.py: test-set BLEU and
+  speed of trained runs.
 
 Shape letters (array names end in them: `enc_BSD` is [batch, source length, model width]):
   B  batch: sources (or sentence pairs) of a batch
@@ -33,7 +37,7 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
      slots and the E extensions together
   M  rows decoded together: B sources x G candidates, or x W beams
   A  alignment slots of a CTC decoder (ctc): k x source positions
-  P  pairs of a corpus (data.bucket_batches), sentences of a split (speed, jobs/evaluate)
+  P  pairs of a corpus (corpus.bucket_batches), sentences of a split (latency, jobs/evaluate)
   X  samples of an attention statistic: adjacent position pairs, x 2 directions for the
      self-attention ones (attention)
   1  an axis of size one; `_` any number of axes (`x_M___`); lowercase x any leading axes

@@ -68,3 +68,15 @@ def tiny_run_config(corpus_dir: str, steps: int, **train):
   c.train.update(train)
   c.decode.update(num_examples=0, batch_size=4, num_lengths=2)
   return c
+
+
+def benchmark_module(name: str):
+  """A module of benchmarks/ (a benchmark's peer, not the library's), imported by path."""
+  import importlib.util
+  import pathlib
+
+  path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+  spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module

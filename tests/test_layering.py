@@ -6,7 +6,10 @@
 - no import circle among the project's modules (package `__init__` re-exports aside);
 - inside `glauber`, a layer imports only the layers above it: the engine (its top-level
   modules) imports none of `measures`, `mlm`, `stages`, `jobs`; `measures` and `mlm` import the
-  engine only (not each other); `stages` imports no job.
+  engine only (not each other); `stages` imports no job;
+- inside `padir`, floors in the data flow of a translation system: `data` < `model` <
+  `decoding` < `evaluation` < `training` < `jobs`; a module imports its own floor and the ones
+  below it only (the package's `__init__` re-exports aside).
 
 The checker is also run on a planted tree that breaks each rule, so it is shown to fail.
 """
@@ -28,6 +31,17 @@ GLAUBER_LAYERS = {
   "stages": {"engine", "measures", "mlm", "stages"},
   "jobs": {"engine", "measures", "mlm", "stages", "jobs"},
 }
+
+
+PADIR_FLOORS = ("data", "model", "decoding", "evaluation", "training", "jobs")
+
+
+def padir_floor(module: str) -> int | None:
+  """The inner floor of a padir module (None outside padir's subpackages)."""
+  parts = module.split(".")
+  if parts[0] != "padir" or len(parts) == 1 or parts[1] not in PADIR_FLOORS:
+    return None
+  return PADIR_FLOORS.index(parts[1])
 
 
 def glauber_layer(module: str) -> str | None:
@@ -76,6 +90,8 @@ def violations(root: pathlib.Path) -> list[str]:
   found = []
   for m, targets in graph.items():
     floor = m.split(".")[0]
+    if floor == "padir" and m != "padir" and padir_floor(m) is None:
+      found.append(f"a padir module outside its floors: {m}")
     for t in sorted(targets):
       top = t.split(".")[0]
       if floor == FLOOR1 and top != FLOOR1:
@@ -87,6 +103,12 @@ def violations(root: pathlib.Path) -> list[str]:
       src, dst = glauber_layer(m), glauber_layer(t)
       if src and dst and dst not in GLAUBER_LAYERS[src]:
         found.append(f"a glauber layer imports a lower one: {m} ({src}) -> {t} ({dst})")
+      src, dst = padir_floor(m), padir_floor(t)
+      if src is not None and dst is not None and dst > src:
+        found.append(
+          f"a padir floor imports a higher one: {m} ({PADIR_FLOORS[src]}) -> {t} "
+          f"({PADIR_FLOORS[dst]})"
+        )
   found += [f"import circle: {' -> '.join(c)}" for c in circles(graph)]
   return found
 
@@ -135,6 +157,11 @@ def test_the_checker_finds_a_planted_violation_of_each_rule(tmp_path):
     "ising/__init__.py": "",
     "ising/model.py": "import numpy\n",
     "padir/__init__.py": "",
+    "padir/model/__init__.py": "",
+    "padir/model/transformer.py": "from padir.decoding import ctc\n",  # model -> decoding
+    "padir/decoding/__init__.py": "",
+    "padir/decoding/ctc.py": "from padir.model import transformer\n",
+    "padir/speed.py": "",  # outside the floors
   }
   for name, text in files.items():
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -148,4 +175,9 @@ def test_the_checker_finds_a_planted_violation_of_each_rule(tmp_path):
     "a glauber layer imports a lower one: glauber.oracle (engine) -> glauber.measures.exact "
     "(measures)" in found
   )
-  assert len(found) == 5, found
+  assert (
+    "a padir floor imports a higher one: padir.model.transformer (model) -> padir.decoding.ctc "
+    "(decoding)" in found
+  )
+  assert "a padir module outside its floors: padir.speed" in found
+  assert len(found) == 8, found

@@ -13,7 +13,7 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   chrF with their signatures, word-level stutter (padir.evaluation.metrics), mean decoder passes;
 - speed (padir.evaluation.latency.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size; PaDIR decodes at trimmed widths
-  (speed.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
+  (decoding.Trimmed, multiples of `trim`; 0: max_target_length), which changes no token;
 - for PaDIR (not CTC), the attention analyses (padir.evaluation.stutter_attention: Tables 4-5) of the first padir_passes
   decoder's outputs, decoded again with stutter kept, over the first attention_sentences.
 Each checkpoint is one resumable cell (cells/); its hypotheses go to hypotheses/ (one line per
@@ -39,6 +39,7 @@ from gmlm import checks
 from gmlm.checks import UserError
 from gmlm.runs import RunDir, markdown_table
 from padir.data import corpus as data
+from padir.decoding import decoders as decoding
 from padir.decoding import refinement
 from padir.evaluation import latency as speed
 from padir.evaluation import metrics
@@ -137,19 +138,19 @@ def decoders(
   kind: str,
   ctc: bool = False,
   blank_penalty: float | None = None,
-) -> list[speed.Decoder]:
+) -> list[decoding.Decoder]:
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
   config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), or AR greedy
   and beam."""
   if ctc:
     penalty = config.ctc_blank_penalty if blank_penalty is None else blank_penalty
     return [
-      speed.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=penalty)
+      decoding.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=penalty)
       for p in config.padir_passes
     ]
   if kind == "nar":
     return [
-      speed.Decoder(
+      decoding.Decoder(
         f"padir-{p}" + ("" if v == "paper" else f"-{v}"),
         "padir",
         refinement.RefineOptions(
@@ -161,8 +162,8 @@ def decoders(
       for v in config.padir_variants
     ]
   return [
-    speed.Decoder("ar-greedy", "greedy"),
-    speed.Decoder(f"ar-beam{config.beam_size}", "beam", beam_size=config.beam_size),
+    decoding.Decoder("ar-greedy", "greedy"),
+    decoding.Decoder(f"ar-beam{config.beam_size}", "beam", beam_size=config.beam_size),
   ]
 
 
@@ -244,7 +245,7 @@ def evaluate_checkpoint(
       )
       penalty = choice["chosen"]
   for i, dec in enumerate(decoders(config, kind, is_ctc, penalty)):
-    fn = speed.decode_fn(model, dec)
+    fn = decoding.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)
     bleu = metrics.bleu(hyps, references, d.target_lang)
@@ -307,7 +308,7 @@ def analyse_attention(model, decoder, inputs_PS, config, key) -> dict[str, Any]:
   with stutter kept (options stutter="keep", drop="none"): the paper's rule resets a stutter
   to its noise token and drops it, leaving no stutter for the analysis to find."""
   options = dataclasses.replace(decoder.options, stutter="keep", drop="none")
-  fn = speed.decode_fn(model, dataclasses.replace(decoder, options=options))
+  fn = decoding.decode_fn(model, dataclasses.replace(decoder, options=options))
   parts = []
   for start, m, x_BS in _batches(inputs_PS[: config.attention_sentences], config.batch_size):
     y_BT, _ = fn(x_BS, jax.random.fold_in(key, start))

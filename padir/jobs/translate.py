@@ -10,9 +10,9 @@ vocabulary lacks gets a warning there. A missing checkpoint (the message names t
 to train), a run directory that is not a PaDIR / AR training run, or an input file that is not
 UTF-8 is refused in one line before anything is loaded or written. Line i
 decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
-The decoder is jitted once with the model split once (padir.evaluation.latency.pure_jit); PaDIR batches
+The decoder is jitted once with the model split once (padir.decoding.decoders.pure_jit); PaDIR batches
 decode at their longest candidate's length rounded up to a multiple of `trim`
-(padir.evaluation.latency.Trimmed: the same tokens, less work; 0: always max_target_length).
+(padir.decoding.decoders.Trimmed: the same tokens, less work; 0: always max_target_length).
 W/results.json counts the lines and lists the skipped ones.
 """
 
@@ -35,8 +35,7 @@ from gmlm.runs import RunDir
 from padir.data import tokenizer as tokenizer_lib
 from padir.data import vocab
 from padir.decoding import autoregressive as decode
-from padir.decoding import refinement
-from padir.evaluation import latency as speed
+from padir.decoding import decoders, refinement
 from padir.model import restore
 from padir.model import transformer as model_lib
 
@@ -155,7 +154,7 @@ def decoder_fn(
   ar_model: model_lib.Transformer | None = None,
 ) -> Callable[[Any, jax.Array], Any]:
   """(inputs [B, S], one key per row) -> tokens [B, T]: the config's decoder, jitted once with
-  the model split once (speed.pure_jit; PaDIR through speed.decode_fn, trimmed when trim > 0)."""
+  the model split once (decoders.pure_jit; PaDIR through decoders.decode_fn, trimmed when trim > 0)."""
   if model.cfg.decoder == "ar":
     beam_size, penalty = config.beam_size, config.length_penalty
 
@@ -164,10 +163,10 @@ def decoder_fn(
         return decode.greedy_ar(m, x_BS)
       return decode.beam_search(m, x_BS, beam_size, length_penalty=penalty)["tokens"]
 
-    ar_fn = speed.pure_jit(ar, model)
+    ar_fn = decoders.pure_jit(ar, model)
     return lambda x_BS, keys_B: ar_fn(x_BS)
-  padir = speed.decode_fn(
-    model, speed.Decoder("translate", "padir", options(config), trim=config.trim), ar_model
+  padir = decoders.decode_fn(
+    model, decoders.Decoder("translate", "padir", options(config), trim=config.trim), ar_model
   )
   return lambda x_BS, keys_B: padir(x_BS, keys_B)[0]
 

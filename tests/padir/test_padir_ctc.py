@@ -20,8 +20,7 @@ from configs import padir_bible_en_es
 from gmlm import cli
 from gmlm.checks import ConfigError
 from padir.data import tokenizer as tok_lib
-from padir.decoding import ctc
-from padir.evaluation import latency as speed
+from padir.decoding import ctc, decoders
 from padir.jobs import train as train_job
 from padir.training import loop as training
 
@@ -245,9 +244,9 @@ def test_a_row_decodes_the_same_alone_and_in_a_padded_batch():
 def test_source_trimming_changes_no_token_and_compiles_each_width_once():
   model = _ctc_model()
   x_BS = _sources(B=8, seed=4)
-  full = speed.decode_fn(model, speed.Decoder("ctc", "ctc", passes=2))
-  trimmed = speed.decode_fn(model, speed.Decoder("ctc-trim2", "ctc", passes=2, trim=2))
-  assert isinstance(trimmed, speed.SourceTrimmed) and trimmed.widths == [2, 4, 6]
+  full = decoders.decode_fn(model, decoders.Decoder("ctc", "ctc", passes=2))
+  trimmed = decoders.decode_fn(model, decoders.Decoder("ctc-trim2", "ctc", passes=2, trim=2))
+  assert isinstance(trimmed, decoders.SourceTrimmed) and trimmed.widths == [2, 4, 6]
   key = jax.random.key(0)
   for b in range(8):
     row = x_BS[b : b + 1]
@@ -258,9 +257,9 @@ def test_source_trimming_changes_no_token_and_compiles_each_width_once():
 
 def test_the_ctc_decoder_refuses_a_model_of_the_other_kind():
   with pytest.raises(ValueError, match="needs a CTC model"):
-    speed.decode_fn(tiny_model(), speed.Decoder("ctc", "ctc"))
+    decoders.decode_fn(tiny_model(), decoders.Decoder("ctc", "ctc"))
   with pytest.raises(ValueError, match="cannot decode a CTC model"):
-    speed.decode_fn(_ctc_model(), speed.Decoder("padir", "padir"))
+    decoders.decode_fn(_ctc_model(), decoders.Decoder("padir", "padir"))
 
 
 def test_stage_two_reads_stage_ones_argmax_and_no_gradient_crosses_it():

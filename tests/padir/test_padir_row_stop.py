@@ -11,8 +11,7 @@ import numpy as np
 import padir_util
 import pytest
 
-from padir.decoding import refinement
-from padir.evaluation import latency as speed
+from padir.decoding import decoders, refinement
 
 INPUTS = np.array(
   [[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0], [6, 6, 7, 1, 0, 0]], np.int32
@@ -28,7 +27,7 @@ FIELDS = ("tokens", "lengths", "scores", "passes", "steps", "candidates", "candi
 
 
 def _run(model, options, inputs, keys):
-  fn = speed.pure_jit(lambda m, x, k: refinement.refine(m, x, k, options), model)
+  fn = decoders.pure_jit(lambda m, x, k: refinement.refine(m, x, k, options), model)
   return {k: np.asarray(v) for k, v in fn(inputs, keys).items() if k in FIELDS}
 
 

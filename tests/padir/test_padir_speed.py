@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from padir.decoding import autoregressive as decode
+from padir.decoding import decoders as decoding
 from padir.decoding import refinement
 from padir.evaluation import latency as speed
 
@@ -23,13 +24,13 @@ def test_each_decoder_equals_its_function_called_directly():
   nar, ar = padir_util.tiny_model("nar"), padir_util.tiny_model("ar", seed=1)
   key = jax.random.key(2)
   options = refinement.RefineOptions(num_lengths=2, rerank="ar")
-  tokens, passes = speed.decode_fn(nar, speed.Decoder("p", "padir", options), ar)(INPUTS, key)
+  tokens, passes = decoding.decode_fn(nar, decoding.Decoder("p", "padir", options), ar)(INPUTS, key)
   direct = refinement.refine(nar, INPUTS, key, options, ar_model=ar)
   np.testing.assert_array_equal(np.asarray(tokens), np.asarray(direct["tokens"]))
   assert float(passes) == float(direct["passes"].mean())
-  tokens, _ = speed.decode_fn(ar, speed.Decoder("g", "greedy"))(INPUTS, key)
+  tokens, _ = decoding.decode_fn(ar, decoding.Decoder("g", "greedy"))(INPUTS, key)
   np.testing.assert_array_equal(np.asarray(tokens), np.asarray(decode.greedy_ar(ar, INPUTS)))
-  tokens, steps = speed.decode_fn(ar, speed.Decoder("b", "beam", beam_size=3))(INPUTS, key)
+  tokens, steps = decoding.decode_fn(ar, decoding.Decoder("b", "beam", beam_size=3))(INPUTS, key)
   beam = decode.beam_search(ar, INPUTS, 3)
   np.testing.assert_array_equal(np.asarray(tokens), np.asarray(beam["tokens"]))
   assert int(steps) == int(beam["steps"])
@@ -38,7 +39,7 @@ def test_each_decoder_equals_its_function_called_directly():
 def test_a_decoder_reads_the_models_current_parameters_not_a_stale_copy():
   ar = padir_util.tiny_model("ar", seed=1)
   before = np.asarray(decode.greedy_ar(ar, INPUTS))
-  fn = speed.decode_fn(ar, speed.Decoder("g", "greedy"))
+  fn = decoding.decode_fn(ar, decoding.Decoder("g", "greedy"))
   np.testing.assert_array_equal(np.asarray(fn(INPUTS, jax.random.key(0))[0]), before)
   nnx.update(ar, nnx.state(padir_util.tiny_model("ar", seed=7), nnx.Param))
   after = np.asarray(decode.greedy_ar(ar, INPUTS))
@@ -75,8 +76,8 @@ def test_a_trimmed_decoder_decodes_the_full_width_tokens_at_a_smaller_width():
     refinement.RefineOptions(num_lengths=2, rerank="ar", length_offsets=3),
   ):
     a = ar if options.rerank == "ar" else None
-    full = speed.decode_fn(nar, speed.Decoder("f", "padir", options), a)
-    trimmed = speed.decode_fn(nar, speed.Decoder("t", "padir", options, trim=2), a)
+    full = decoding.decode_fn(nar, decoding.Decoder("f", "padir", options), a)
+    trimmed = decoding.decode_fn(nar, decoding.Decoder("t", "padir", options, trim=2), a)
     assert trimmed.width(inputs) <= 4 and trimmed.widths == [2, 4, 6, 8, 10, 12]  # of 12
     for seed in range(3):
       key = jax.random.key(seed)
@@ -128,7 +129,7 @@ def test_pareto_marks_exactly_the_non_dominated_rows():
 
 
 def test_frontier_grid_names_each_decoder_once_with_its_options():
-  grid = speed.frontier_decoders((1, 5), (1, 4), (0, 8))
+  grid = decoding.frontier_decoders((1, 5), (1, 4), (0, 8))
   assert len({d.name for d in grid}) == len(grid) == 8
   d = next(d for d in grid if d.name == "padir-L5-S4-trim8")
   assert (d.options.num_lengths, d.options.num_steps, d.trim, d.source_trim) == (5, 4, 8, 8)
@@ -137,7 +138,7 @@ def test_frontier_grid_names_each_decoder_once_with_its_options():
 
 
 def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
-  """speed.OneCallTrimmed (length choice and refinement in one jitted call, the width chosen by
+  """decoding.OneCallTrimmed (length choice and refinement in one jitted call, the width chosen by
   a switch inside it) against the full-width decoder, with and without the AR reranker."""
   nar, ar = _short_lengths_model(longest=5), padir_util.tiny_model("ar", max_target_length=12)
   inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
@@ -146,9 +147,9 @@ def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
     refinement.RefineOptions(num_lengths=2, rerank="ar", row_stop="compact"),
   ):
     a = ar if options.rerank == "ar" else None
-    full = speed.decode_fn(nar, speed.Decoder("f", "padir", options), a)
-    one = speed.decode_fn(nar, speed.Decoder("o", "padir", options, trim=2, one_call=True), a)
-    assert isinstance(one, speed.OneCallTrimmed) and one.widths == [2, 4, 6, 8, 10, 12]
+    full = decoding.decode_fn(nar, decoding.Decoder("f", "padir", options), a)
+    one = decoding.decode_fn(nar, decoding.Decoder("o", "padir", options, trim=2, one_call=True), a)
+    assert isinstance(one, decoding.OneCallTrimmed) and one.widths == [2, 4, 6, 8, 10, 12]
     for rows in (inputs, inputs[1:2]):
       key = jax.random.key(5)
       (t_full, p_full), (t_one, p_one) = full(rows, key), one(rows, key)
@@ -164,21 +165,21 @@ def test_source_trimming_changes_no_token_of_padir_greedy_or_beam():
   inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
   prior = refinement.RefineOptions(num_lengths=2, **refinement.VARIANTS["length-prior-reset"])
   cases = [
-    (nar, None, speed.Decoder("p", "padir", prior)),
-    (nar, None, speed.Decoder("p", "padir", prior, trim=2)),
+    (nar, None, decoding.Decoder("p", "padir", prior)),
+    (nar, None, decoding.Decoder("p", "padir", prior, trim=2)),
     (
       nar,
       ar,
-      speed.Decoder("p", "padir", refinement.RefineOptions(rerank="ar"), trim=4, one_call=True),
+      decoding.Decoder("p", "padir", refinement.RefineOptions(rerank="ar"), trim=4, one_call=True),
     ),
-    (ar, None, speed.Decoder("g", "greedy")),
-    (ar, None, speed.Decoder("g", "greedy", cache_window=4)),
-    (ar, None, speed.Decoder("b", "beam", beam_size=3)),
+    (ar, None, decoding.Decoder("g", "greedy")),
+    (ar, None, decoding.Decoder("g", "greedy", cache_window=4)),
+    (ar, None, decoding.Decoder("b", "beam", beam_size=3)),
   ]
   for model, a, dec in cases:
-    full = speed.decode_fn(model, dec, a)
-    cut = speed.decode_fn(model, dataclasses.replace(dec, source_trim=2), a)
-    assert isinstance(cut, speed.SourceTrimmed) and cut.widths == [2, 4, 6]
+    full = decoding.decode_fn(model, dec, a)
+    cut = decoding.decode_fn(model, dataclasses.replace(dec, source_trim=2), a)
+    assert isinstance(cut, decoding.SourceTrimmed) and cut.widths == [2, 4, 6]
     assert [cut.width(inputs[b : b + 1]) for b in range(3)] == [4, 6, 2]
     cut.warm(inputs, jax.random.key(0))
     for rows in (inputs, inputs[0:1], inputs[2:3]):
@@ -187,9 +188,9 @@ def test_source_trimming_changes_no_token_of_padir_greedy_or_beam():
       np.testing.assert_array_equal(np.asarray(t_cut), np.asarray(t_full))
       assert float(p_cut) == float(p_full)
   with pytest.raises(ValueError, match="source_trim is for kinds"):
-    speed.decode_fn(ar, speed.Decoder("t", "torch", source_trim=2))
+    decoding.decode_fn(ar, decoding.Decoder("t", "torch", source_trim=2))
   with pytest.raises(ValueError, match="cache_window is for kind 'greedy'"):
-    speed.decode_fn(ar, speed.Decoder("b", "beam", cache_window=2))
+    decoding.decode_fn(ar, decoding.Decoder("b", "beam", cache_window=2))
 
 
 def test_gc_paused_stops_the_collector_inside_and_restores_it_after():
@@ -307,9 +308,9 @@ def test_measure_many_gives_each_decoder_what_measure_gives_it_alone():
   nar, ar = padir_util.tiny_model("nar"), padir_util.tiny_model("ar", seed=1)
   src = np.asarray(INPUTS)
   decoders = [
-    (nar, speed.Decoder("p", "padir", refinement.RefineOptions(num_lengths=2)), src, None),
-    (ar, speed.Decoder("g", "greedy"), src, None),
-    (ar, speed.Decoder("b", "beam", beam_size=2), src, None),
+    (nar, decoding.Decoder("p", "padir", refinement.RefineOptions(num_lengths=2)), src, None),
+    (ar, decoding.Decoder("g", "greedy"), src, None),
+    (ar, decoding.Decoder("b", "beam", beam_size=2), src, None),
   ]
   many = speed.measure_many(decoders, throughput_batch=1, keep_tokens=True, repeats=3)
   for (model, decoder, _, _), r in zip(decoders, many):

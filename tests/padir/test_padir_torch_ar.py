@@ -1,4 +1,4 @@
-"""padir.torch_ar: the eager PyTorch port of greedy AR decoding gives the JAX decoder's tokens
+"""benchmarks/torch_ar.py: the eager PyTorch port of greedy AR decoding gives the JAX decoder's tokens
 and, step by step, its logits (the benchmark's PyTorch row decodes the same model)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import numpy as np
 import padir_util
 import pytest
 
-from padir import torch_ar
 from padir.data import tokenizer as tok
 from padir.decoding import autoregressive as decode
-from padir.evaluation import latency as speed
+from padir.decoding import decoders
 
+torch_ar = padir_util.benchmark_module("torch_ar")
 INPUTS = np.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]], np.int32)
 
 
@@ -32,7 +32,7 @@ def _jax_step_logits(model, inputs, tokens_BT):
     _, logits_TBV = jax.lax.scan(step, m.init_cache(enc, mask, T), (jnp.arange(T), prev_TB))
     return jnp.swapaxes(logits_TBV, 0, 1)
 
-  return np.asarray(speed.pure_jit(run, model)(jnp.asarray(inputs), jnp.asarray(prev_TB)))
+  return np.asarray(decoders.pure_jit(run, model)(jnp.asarray(inputs), jnp.asarray(prev_TB)))
 
 
 @pytest.mark.parametrize("positional_attention", [True, False])

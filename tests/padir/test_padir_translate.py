@@ -20,8 +20,7 @@ from gmlm.checkpoints import Checkpoints
 from gmlm.checks import ConfigError, UserError
 from padir.data import tokenizer as tok_lib
 from padir.decoding import autoregressive as decode
-from padir.decoding import refinement
-from padir.evaluation import latency as speed
+from padir.decoding import decoders, refinement
 from padir.jobs import translate as translate_job
 from padir.model import restore
 from padir.model import transformer as model_lib
@@ -68,7 +67,7 @@ def _config(checkpoint: str, **overrides) -> ml_collections.ConfigDict:
 @pytest.mark.parametrize("trim", [0, 2, 8])
 def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_path, capsys, trim):
   """trim: 0 decodes at max_target_length, 2 at the batch's longest candidate rounded up to
-  even (speed.Trimmed: below L here), 8 = L: the same tokens each way."""
+  even (decoders.Trimmed: below L here), 8 = L: the same tokens each way."""
   ckpt = make_run(tmp_path / "padir", short=True)
   lines = ["the man", "", "the king " * 20, "a woman"]
   (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -93,7 +92,7 @@ def test_bad_lines_are_reported_and_left_empty_while_the_others_translate(tmp_pa
   tokens = refinement.refine_jit(model, jnp.asarray(inputs), keys, refinement.RefineOptions())
   assert [out[0], out[3]] == [tok.decode(np.asarray(tokens["tokens"][b])) for b in (0, 1)]
   if trim == 2:  # the batch really decoded at a smaller width
-    trimmed = speed.Trimmed(model, translate_job.options(config), trim)
+    trimmed = decoders.Trimmed(model, translate_job.options(config), trim)
     assert trimmed.width(jnp.asarray(inputs)) < L
 
 

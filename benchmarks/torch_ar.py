@@ -199,3 +199,16 @@ class TorchGreedy:
     if keep_logits:
       return tokens, torch.stack(all_logits, 1).numpy()
     return tokens
+
+
+def torch_decode_fn(model) -> Any:
+  """(inputs_BS, key) -> (tokens_BT, decoder passes): the latency measurement's signature
+  (padir.evaluation.latency.measure(fn=...)) for AR greedy in eager PyTorch on the model's
+  weights."""
+  greedy = TorchGreedy(model)
+
+  def torch_fn(inputs_BS, key):
+    tokens_BT = greedy(np.asarray(inputs_BS))
+    return tokens_BT, int((tokens_BT != tokenizer_lib.PAD_ID).sum(1).max())
+
+  return torch_fn
