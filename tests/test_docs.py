@@ -29,6 +29,12 @@ RUN = re.compile(r"(?<![\w/.])runs/([\w.-]+)")
 CREATES_RUN = re.compile(r"--(?:workdir|out)[= ]runs/([\w.-]+)")
 
 
+def placeholder(name: str) -> bool:
+  """NAME, X, DIR: a name that stands for any (`configs/NAME.py`), not one that must exist."""
+  stem = Path(name).stem
+  return stem.isupper()
+
+
 def documents(root: Path) -> list[Path]:
   """README.md and every docs page."""
   return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
@@ -46,14 +52,18 @@ def missing_configs(path: Path, root: Path) -> list[str]:
   return [
     f"{path.name}: configs/{n}.py does not exist"
     for n in names
-    if not (root / "configs" / f"{n}.py").is_file()
+    if not placeholder(n) and not (root / "configs" / f"{n}.py").is_file()
   ]
 
 
 def missing_scripts(path: Path, root: Path) -> list[str]:
   text = path.read_text(encoding="utf-8")
   names = sorted(set(SCRIPT.findall(text)))
-  return [f"{path.name}: `python {n}`: no such script" for n in names if not (root / n).is_file()]
+  return [
+    f"{path.name}: `python {n}`: no such script"
+    for n in names
+    if not placeholder(n) and not (root / n).is_file()
+  ]
 
 
 def module_exists(name: str, root: Path) -> bool:
@@ -79,7 +89,7 @@ def stray_runs(paths: list[Path]) -> list[str]:
   created = {name for text in texts.values() for name in CREATES_RUN.findall(text)}
   out = []
   for p, text in texts.items():
-    for name in sorted(set(RUN.findall(text)) - created):
+    for name in sorted(n for n in set(RUN.findall(text)) - created if not placeholder(n)):
       out.append(f"{p.name}: runs/{name} is created by no command in README or docs/")
   return out
 
@@ -131,7 +141,8 @@ python train.py --config configs/a.py --workdir runs/a
 python -m gmlm.tool --in runs/a
 ```
 
-See [the page](docs/page.md) and ![a figure](docs/fig.png).
+Any config: `python sample.py --config configs/NAME.py --workdir runs/NAME`; results in
+`runs/DIR`. See [the page](docs/page.md) and ![a figure](docs/fig.png).
 """
 CLEAN_PAGE = "# page\n\nBack to [README](../README.md#top); [elsewhere](https://example.org).\n"
 
@@ -159,6 +170,7 @@ def make_tree(root: Path) -> None:
     (root / d).mkdir()
   (root / "configs" / "a.py").write_text("")
   (root / "train.py").write_text("")
+  (root / "sample.py").write_text("")
   (root / "gmlm" / "__init__.py").write_text("")
   (root / "gmlm" / "tool.py").write_text("")
   (root / "docs" / "fig.png").write_bytes(b"")
