@@ -320,36 +320,100 @@ def unknown_field(config, argv: list[str]) -> str | None:
   return None
 
 
-def field_comments(path: Path, depth: int = 0) -> dict[str, str]:
-  """{dotted key: the comment on its assignment's line} of a config file and the configs it
-  extends (`from configs import base`), in file order, the extending file's last."""
-  if not path.is_file() or depth > 8:
-    return {}
+def _dotted(node: ast.AST) -> tuple[str, list[str]] | None:
+  """`config.data.x` as ("config", ["data", "x"]); None for anything but a name's attributes."""
+  parts = []
+  while isinstance(node, ast.Attribute):
+    parts.append(node.attr)
+    node = node.value
+  return (node.id, parts[::-1]) if isinstance(node, ast.Name) else None
+
+
+def assignment_comments(path: Path) -> dict[int, tuple[str, str]]:
+  """{each line of a field assignment in one config file: (dotted key, its comment, "" if none)}.
+  A field's comment is the one on its assignment's lines, else the comment lines right above
+  it; after `d = config.data`, `d.x` is the key `data.x`."""
   text = path.read_text(encoding="utf-8")
-  tree = ast.parse(text)
-  out: dict[str, str] = {}
-  for node in tree.body:
-    if isinstance(node, ast.ImportFrom) and node.module == "configs":
-      for alias in node.names:
-        out.update(field_comments(path.parent / f"{alias.name}.py", depth + 1))
   comments = {
     tok.start[0]: tok.string.lstrip("#").strip()
     for tok in tokenize.generate_tokens(io.StringIO(text).readline)
     if tok.type == tokenize.COMMENT
   }
-  assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))]
+  lines = text.splitlines()
+
+  def comment_of(node: ast.stmt) -> str:
+    on = [comments[i] for i in range(node.lineno, node.end_lineno + 1) if i in comments]
+    above, i = [], node.lineno - 1
+    while not on and i >= 1 and lines[i - 1].lstrip().startswith("#"):
+      above.append(comments[i])
+      i -= 1
+    return " ".join(on or above[::-1])
+
+  out: dict[int, tuple[str, str]] = {}
+  aliases: dict[str, list[str]] = {}  # d -> ["data"] after `d = config.data`
+  assigns = [n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.Assign, ast.AugAssign))]
   for node in sorted(assigns, key=lambda n: n.lineno):
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    for t in targets:
-      parts = []
-      while isinstance(t, ast.Attribute):
-        parts.append(t.attr)
-        t = t.value
-      if parts and isinstance(t, ast.Name):
-        comment = comments.get(node.end_lineno) or comments.get(node.lineno)
-        if comment:
-          out[".".join(reversed(parts))] = comment
+    for target in targets:
+      if isinstance(target, ast.Name):
+        source = _dotted(node.value) if isinstance(node, ast.Assign) else None
+        if source and source[1]:
+          aliases[target.id] = aliases.get(source[0], []) + source[1]
+        else:
+          aliases.pop(target.id, None)
+        continue
+      dotted = _dotted(target)
+      if dotted and dotted[1]:
+        key = ".".join(aliases.get(dotted[0], []) + dotted[1])
+        for line in range(node.lineno, node.end_lineno + 1):
+          out[line] = (key, comment_of(node))
   return out
+
+
+def _dotted(node: ast.AST) -> tuple[str, list[str]] | None:
+  """`config.data.x` as ("config", ["data", "x"]); None for anything but a name's attributes."""
+  parts = []
+  while isinstance(node, ast.Attribute):
+    parts.append(node.attr)
+    node = node.value
+  return (node.id, parts[::-1]) if isinstance(node, ast.Name) else None
+
+
+def field_comments(path: Path, arg: str = "") -> dict[str, str]:
+  """{dotted key: comment} of a config: each field's comment is the one of the assignment that
+  set it last while get_config() ran, in this file or a config it extends (`from configs
+  import base`); a field set again without a comment has none, not its base's."""
+  if not path.is_file():
+    return {}
+  folder = path.resolve().parent
+  tables: dict[str, dict[int, tuple[str, str]]] = {}
+  last: dict[str, str] = {}
+
+  def trace(frame, event, _arg):
+    file = frame.f_code.co_filename
+    if Path(file).parent != folder:
+      return None
+    if event == "line":
+      if file not in tables:
+        tables[file] = assignment_comments(Path(file))
+      hit = tables[file].get(frame.f_lineno)
+      if hit:
+        last[hit[0]] = hit[1]
+    return trace
+
+  root = str(folder.parent)  # `from configs import base` needs the root
+  if root not in sys.path:
+    sys.path.insert(0, root)
+  spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  previous = sys.gettrace()
+  sys.settrace(trace)
+  try:
+    module.get_config(arg) if arg else module.get_config()
+  finally:
+    sys.settrace(previous)
+  return {key: comment for key, comment in last.items() if comment}
 
 
 def _show(value: Any) -> str:
@@ -362,8 +426,9 @@ def _show(value: Any) -> str:
 def config_listing(path: str, config) -> str:
   """A config's fields with their values (the file's defaults, or with the overrides applied)
   and the comment each carries in its file."""
-  file = Path(path.split(":")[0])
-  comments = field_comments(file)
+  file, _, arg = path.partition(":")
+  file = Path(file)
+  comments = field_comments(file, arg)
   rows = [(k, "" if v is None else f" = {_show(v)}") for k, v in flat_fields(config)]
   width = max((len(k) + len(v) for k, v in rows), default=0) + 2
   lines = textwrap.wrap(f"{path}: {purpose(file)}", 100, subsequent_indent="  ")
