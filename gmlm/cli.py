@@ -370,15 +370,6 @@ def assignment_comments(path: Path) -> dict[int, tuple[str, str]]:
   return out
 
 
-def _dotted(node: ast.AST) -> tuple[str, list[str]] | None:
-  """`config.data.x` as ("config", ["data", "x"]); None for anything but a name's attributes."""
-  parts = []
-  while isinstance(node, ast.Attribute):
-    parts.append(node.attr)
-    node = node.value
-  return (node.id, parts[::-1]) if isinstance(node, ast.Name) else None
-
-
 def field_comments(path: Path, arg: str = "") -> dict[str, str]:
   """{dotted key: comment} of a config: each field's comment is the one of the assignment that
   set it last while get_config() ran, in this file or a config it extends (`from configs
