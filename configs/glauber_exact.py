@@ -32,30 +32,31 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.jobs.exact"
-  c.model = "default"
-  c.dtype = "float32"
+  c.job = "glauber.jobs.exact"  # the job sample.py runs
+  c.model = "default"  # "default" (the embedded English MLM), an HF id or a local dir
+  c.dtype = "float32"  # compute dtype; float32: the exact law is compared to float eps
   c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
   # Protocol 5: the restricted chain, c^n <= max_states, after a frozen prefix.
   c.prefix = ""
+  # the restricted vocabulary c: one token each
   c.candidates = ("the", "cat", "dog", "sat", "ran", ".", "!")
-  c.num_sites = 4
-  c.max_states = 20_000
+  c.num_sites = 4  # free sites n: c^n states (7^4 = 2,401)
+  c.max_states = 20_000  # refuse a restriction with more states than this
   c.max_dense_states = 4096  # t_mix needs dense S x S powers: skipped above this
   c.refine_bits = 6  # t_mix exact up to 2^(refine_bits + 1) steps, else bracketed
   c.temperatures = (0.25, 0.5, 1.0, 2.0, 4.0, 16.0, 64.0)  # alpha-hat < 1 needs a high T
   # Protocol 6 (a): MH on the full MLM.
   c.init_text = "the cat sat on the mat and looked at the dog ."
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # candidates: not these tokens
-  c.mh_num_sites = 8
-  c.mh_temperatures = (0.5, 1.0, 2.0)
-  c.mh_num_chains = 16
-  c.mh_num_steps = 64
+  c.mh_num_sites = 8  # free sites of the MH chains on the full MLM
+  c.mh_temperatures = (0.5, 1.0, 2.0)  # temperatures of the MH runs on the full MLM
+  c.mh_num_chains = 16  # MH chains per temperature
+  c.mh_num_steps = 64  # MH steps per chain
   # Protocol 6 (b): MH on the restricted model against the exact Gibbs law.
   c.check_temperature = 1.0
   c.check_num_chains = 64  # every MH step costs n one-mask rows per chain
-  c.check_burn_in = 32
-  c.check_records = 8
-  c.check_record_every = 4
-  c.seed = 0
+  c.check_burn_in = 32  # MH steps before the first record
+  c.check_records = 8  # records per chain compared with the exact law
+  c.check_record_every = 4  # MH steps between records
+  c.seed = 0  # integer >= 0
   return c

@@ -24,9 +24,9 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.jobs.incompatibility"
-  c.model = "default"
-  c.dtype = "float32"
+  c.job = "glauber.jobs.incompatibility"  # the job sample.py runs
+  c.model = "default"  # "default" (the embedded English MLM), an HF id or a local dir
+  c.dtype = "float32"  # compute dtype; "bfloat16" is faster, float32 for exactness
   c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
   c.stages = "rectangle,influence,margins,drift"  # comma-separated, run in this order
   c.text = "english"  # the held-out offline English text, or a text file (one passage per line)
@@ -40,16 +40,18 @@ def get_config() -> ml_collections.ConfigDict:
   c.batch_size = 32  # rectangles per forward call
   c.controls = "gpt2-random,smollm2"  # causal controls ('' = none; or causal checkpoint paths)
   c.control_rectangles = 50  # rectangles per control (their ΔR is 0 up to float error)
-  c.seed = 0
+  c.seed = 0  # integer >= 0: which rectangles and replacements are drawn
   # Influence and contraction (Sections 5.1-5.2): α_ij(T) over base contexts of a seed sentence
   c.influence = ml_collections.ConfigDict()
+  # the sentence whose sites' influences are measured
   c.influence.seed_text = "the quick brown fox jumps over the lazy dog near the old river bank"
+  # α_ij(T) at each T: contraction needs α̂ < 1
   c.influence.temperatures = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
   c.influence.num_contexts = 4  # the seed and 3 copies with num_changed sites changed
   c.influence.num_values = 5  # values of site j: the seed's token and the model's top 4 others
   c.influence.num_changed = -1  # sites changed per base context (-1: max(1, n // 4))
   c.influence.epsilon = 0.25  # the ε of the t_mix(ε) bound
-  c.influence.seed = 0
+  c.influence.seed = 0  # integer >= 0: which base contexts and values
   c.influence.batch_size = 512  # one-mask rows per forward call
   c.influence.num_rectangles = 100  # rectangles on the seed sentence, for ΔR against α (0 = off)
   # Score margins (Section 5.3): each text taken as a state
@@ -58,16 +60,16 @@ def get_config() -> ml_collections.ConfigDict:
     "...............",  # the paper's longest trap (Appendix A.1)
     "it has been used as the theme song for jesus christ superstar",
   )
-  c.margins.temperatures = (0.5, 1.0)
-  c.margins.batch_size = 1024
+  c.margins.temperatures = (0.5, 1.0)  # the margins' temperatures (Theorem 8's exit bound at each)
+  c.margins.batch_size = 1024  # one-mask rows per forward call
   # Drift certificate (Section 5.4): states with exactly k copies of `token` among num_sites
   c.drift = ml_collections.ConfigDict()
-  c.drift.token = "!"
-  c.drift.num_sites = 16
-  c.drift.k = 12
-  c.drift.num_states = 200
+  c.drift.token = "!"  # the token whose basin is certified (one token of the vocabulary)
+  c.drift.num_sites = 16  # free sites of the drift states
+  c.drift.k = 12  # copies of `token` in each state
+  c.drift.num_states = 200  # random states with exactly k copies
   c.drift.base_text = ""  # "": the other sites uniform over the candidates
-  c.drift.temperatures = (0.5, 1.0)
-  c.drift.seed = 0
-  c.drift.batch_size = 1024
+  c.drift.temperatures = (0.5, 1.0)  # temperatures at which D(x) is computed
+  c.drift.seed = 0  # integer >= 0: which states are drawn
+  c.drift.batch_size = 1024  # one-mask rows per forward call
   return c

@@ -25,19 +25,20 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "glauber.jobs.unmasking"
-  c.model = "default"
-  c.dtype = "float32"
+  c.job = "glauber.jobs.unmasking"  # the job sample.py runs
+  c.model = "default"  # "default" (the embedded English MLM), an HF id or a local dir
+  c.dtype = "float32"  # compute dtype; "bfloat16" is faster, float32 for exactness
   c.allow_pickle = False  # True: also read a pytorch_model.bin (a pickle can run code)
   c.exclude_pattern = r"^\[unused\d+\]$|^<unused\d+>$"  # candidates: not these tokens
   # Part 1: the full MLM at matched compute.
   c.prompt = "the weather today"
-  c.num_sites = 12
+  c.num_sites = 12  # sites generated after the prompt
   c.num_chains = 16  # sequences per sampler
-  c.temperature = 1.0
+  c.temperature = 1.0  # every sampler's temperature (0 = argmax)
   c.top_k = 0  # 0: off
   c.top_p = 1.0  # 1: off
   c.forward_rows = 24  # MLM forward rows per sequence, every sampler (>= num_sites)
+  # "ancestral ORDER", "parallel S SCHEDULE ORDER [remask FRACTION ORDER]" or "glauber"
   c.samplers = (
     "ancestral random",
     "ancestral left_to_right",
@@ -50,13 +51,13 @@ def get_config() -> ml_collections.ConfigDict:
   )
   c.embedding_model = "minilm"  # sentence embeddings: prompt drift and the trap rule
   c.trap_temperature = 0.5  # the traps stage's rule (configs/glauber_study.py traps.*)
-  c.trap_window = 300
-  c.trap_record_every = 10
-  c.trap_threshold = 0.12
+  c.trap_window = 300  # steps in the rule's window
+  c.trap_record_every = 10  # a record every this many steps
+  c.trap_threshold = 0.12  # mean cosine drift below this over a window: a trap
   # Part 2: exact laws on the MLM restricted to these words at exact_sites sites, with masks.
   c.candidates = ("the", "cat", "dog", "sat", "ran", ".", "!")
   c.exact_sites = 4  # (7 + 1)^4 = 4096 states
-  c.exact_temperatures = (0.5, 1.0, 2.0)
+  c.exact_temperatures = (0.5, 1.0, 2.0)  # the exact laws' temperatures
   c.exact_steps = (1, 2)  # parallel samplers' S (< exact_sites; S = exact_sites is ancestral)
-  c.seed = 0
+  c.seed = 0  # integer >= 0: the same seed gives the same samples
   return c

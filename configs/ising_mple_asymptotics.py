@@ -9,7 +9,7 @@
 #
 #   python train.py --config configs/ising_mple_asymptotics.py --workdir runs/ising_mple_asymptotics
 #
-# Smaller / faster: --config.quick=True (n = 2000, 4 repetitions). Time: README, Timings. Writes config.json, results.json, report.md,
+# Smaller / faster: --config.quick=True (n = 2000, 4 repetitions). Time: docs/timings.md. Writes config.json, results.json, report.md,
 # asymptotic_traces.png and theorem2_eigenvalues.png.
 
 import ml_collections
@@ -17,15 +17,15 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "ising.jobs.mple_asymptotics"
-  c.n_sites = 4
-  c.field = 0.0
-  c.couplings = (0.05, 0.3)
-  c.ks = (1, 2, 3, 4)
-  c.n_large = 20000
-  c.repetitions = 100
-  c.masks = "sampled,all"
+  c.job = "ising.jobs.mple_asymptotics"  # the job train.py runs
+  c.n_sites = 4  # N = |C|: the whole model is one clique
+  c.field = 0.0  # h_i
+  c.couplings = (0.05, 0.3)  # J of eq. (5)
+  c.ks = (1, 2, 3, 4)  # k = N is maximum likelihood
+  c.n_large = 20000  # n: samples per data set for the empirical n E||theta_hat - theta*||^2
+  c.repetitions = 100  # exact data sets per (J, k)
+  c.masks = "sampled,all"  # comma-separated subset of sampled (one random block per sample), all
   c.random_models = 20  # also check Theorems 1-2 on this many random models (N = 3..5)
-  c.seed = 0
-  c.quick = False
+  c.seed = 0  # integer >= 0
+  c.quick = False  # True: n = 2000, 4 repetitions (the job's QUICK sizes)
   return c

@@ -21,12 +21,13 @@ from configs import padir_bible_en_es
 
 def get_config() -> ml_collections.ConfigDict:
   config = padir_bible_en_es.get_config()
-  config.model.decoder = "ar"
+  config.model.decoder = "ar"  # "ar": the autoregressive baseline on the same backbone
   config.decode.beam_size = 5  # paper: 5 hypotheses for the AR baselines
   config.train.num_train_steps = (
     2_000  # within an hour on 2 CPU cores (a step is cheaper than PaDIR's)
   )
-  config.train.warmup_steps = 300
+  config.train.warmup_steps = 300  # AR learns more slowly at first with a short warm-up
+  # validation (5 beams: slow on a CPU) at the middle and the end only
   config.train.eval_every = 1_000
-  config.decode.length_penalty = 0.6
+  config.decode.length_penalty = 0.6  # beam search: score / ((5 + n) / 6) ** length_penalty (GNMT)
   return config

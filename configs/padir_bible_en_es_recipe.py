@@ -6,7 +6,7 @@
         --workdir runs/padir_bible_en_es_recipe
 
 configs/padir_bible_en_es.py (the paper's recipe) with three training options, each off by
-default (`with_recipe`; README, PaDIR, "Training recipe"):
+default (`with_recipe`; docs/padir_training.md):
 - the length as an offset from the source length, classes -16..+16 (model.max_length_offset;
   the token-length difference of 98.5% of the training verses is inside it, judged from word
   counts x 1.3);
@@ -30,9 +30,11 @@ def with_recipe(
   config: ml_collections.ConfigDict, init_from: str, max_length_offset: int
 ) -> ml_collections.ConfigDict:
   """Turns issue 26's training options on in a PaDIR training config (in place)."""
+  # length classes -M..+M relative to the source length (0 = absolute)
   config.model.max_length_offset = max_length_offset
   config.loss.glancing_ratio = 0.5  # GLAT's start ...
   config.loss.glancing_ratio_end = 0.3  # ... and end ratio
+  # the ratio anneals over the whole run
   config.loss.glancing_anneal_steps = config.train.num_train_steps
   config.init_from = init_from  # "" = no warm start
   return config

@@ -14,7 +14,7 @@ too long, 190 without EOS) and ~27 min of training (the teacher: 32 min); valida
 3.80 / 4.78 / 4.33 at steps 250-1,000 (the paper's recipe on the same corpus: 0.33 / 0.57 / 0.86
 / 1.26); test BLEU on the first 200 pairs 6.01 (1 length, 4 passes, length-prior-reset) against
 the teacher's greedy 9.29, -3.28 [-4.29, -2.23] (paired bootstrap): the fallback target (>= 5
-EN->ES) met, the 2-BLEU target not. Lengths 8.4% exact, 32% within 2 tokens (README, PaDIR).
+EN->ES) met, the 2-BLEU target not. Lengths 8.4% exact, 32% within 2 tokens (docs/padir_training.md).
 """
 
 import ml_collections

@@ -15,7 +15,7 @@ paired-bootstrap table (bootstrap_resamples): every row against the first AR gre
 each decoder across models. Result (runs/padir_eval_synthetic, 2026-11-24, the three synthetic
 runs as configured now, 1,024 test pairs): 8m27s on a quiet machine; AR greedy 99.89, PaDIR
 84.53 with the paper's decoder and 99.53 with "length-prior-reset" (-0.36 against AR greedy,
-95% interval [-0.62, -0.15]), distilled 83.65 / 99.13 (README, PaDIR section).
+95% interval [-0.62, -0.15]), distilled 83.65 / 99.13 (the 2026-11-24 evaluation; docs/padir_decoding.md).
 """
 
 import ml_collections
@@ -23,7 +23,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.job = "padir.jobs.evaluate"
+  c.job = "padir.jobs.evaluate"  # the job sample.py runs
   # Comma-separated training run directories (PaDIR or AR, any order); RUN@STEP evaluates the
   # run's checkpoint at STEP instead of its latest, RUN@S1+S2+... the average of those
   # checkpoints' parameters (checkpoint averaging).
@@ -40,13 +40,13 @@ def get_config() -> ml_collections.ConfigDict:
   c.batch_size = 64  # sentences per decoding call; also the throughput batch
   c.latency_sentences = 100  # sentences timed one by one at batch 1 (p50 / p99)
   c.attention_sentences = 512  # PaDIR outputs analysed for Tables 4-5
-  c.seed = 0
+  c.seed = 0  # integer >= 0: the PaDIR rows' initial noise
   # PaDIR decodes each call at its longest candidate length rounded up to a multiple of trim
   # (padir.evaluation.latency.Trimmed: the same tokens, less work; each width compiles once); 0: always at
   # max_target_length.
   c.trim = 8
   # CTC models (padir.decoding.ctc): the blank's logit lowered by this at every slot (longer outputs;
-  # 0 = the model's argmax). Choose it on the valid split (README, PaDIR: CTC).
+  # 0 = the model's argmax). Choose it on the valid split (docs/padir_training.md).
   c.ctc_blank_penalty = 0.0
   # CTC models: when not empty, the penalty is instead chosen on the valid split from this grid
   # (highest BLEU, ties to the smaller; the sweep goes to report.md), e.g. (0, 0.5, 1, 1.25, 1.5, 2).

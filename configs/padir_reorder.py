@@ -11,7 +11,7 @@ there; targets up to 46 tokens). LEXICON_SCALE=4 (configs/padir_reorder_large*.p
 222-word lexicon. Trained 2026-11-26 (night) at `nice -5`, nothing else but a unit-test run at
 `nice 19` beside it: 25m51s for the 2,000 steps; validation BLEU 0.66 / 11.37 / 24.49 / 30.21 at
 steps 500 / 1,000 / 1,500 / 2,000 (lengths exact 0.40, within 2 tokens 0.99 at 2,000), against
-the AR's 45.8 in 18m44s and CTC's 70.44 in 12m56s (README, the reordering task).
+the AR's 45.8 in 18m44s and CTC's 70.44 in 12m56s (docs/padir_training.md).
 """
 
 import ml_collections

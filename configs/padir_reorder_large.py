@@ -8,7 +8,7 @@ Trained 2026-11-27 (night) at `nice -5`, beside the fresh-clone suite at nice 0 
 31m51s of wall-clock, of which 6m55s paused (SIGSTOP) for two benchmark windows, so 24m56s
 running; validation BLEU 0.16 / 1.58 / 6.57 / 7.56 at steps 500-2,000 (lengths exact 0.67,
 within 2 tokens 0.996 at 2,000), against the AR's 13.51 in 14m58s and CTC's 68.07 in 10m40s
-(README, the 4x lexicon).
+(docs/padir_training.md).
 """
 
 import ml_collections

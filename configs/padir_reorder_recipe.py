@@ -11,7 +11,7 @@ result (2026-11-25, 2 cores at nice -10; short tests and the fresh-clone suite b
 priority): 11 min 44 s for the 1,000 steps; validation BLEU 0.5 / 4.1 / 10.5 / 14.9 at steps
 250-1,000 (the AR: 40.7 at its step 1,000, 45.8 at 1,500), token loss 0.99 (AR 0.24), length
 exact 0.41 and within 2 tokens 0.98. Far short of the target, and the lengths are not the
-reason: the tokens are (README, PaDIR, "Training recipe").
+reason: the tokens are (docs/padir_training.md).
 """
 
 import ml_collections

@@ -36,35 +36,35 @@ def get_config() -> ml_collections.ConfigDict:
   config = padir_bible_en_es.get_config()
   d = config.data
   d.corpus_dir = "data/synthetic"  # from `python -m padir.data.synthetic --out data/synthetic`
-  d.prepare_bible = False
-  d.source_lang = "en"
-  d.target_lang = "cx"
+  d.prepare_bible = False  # the corpus is made by padir.data.synthetic, not the Bible script
+  d.source_lang = "en"  # English-like sources
+  d.target_lang = "cx"  # cipher-word targets
   d.vocab_size = 176  # ~2 pieces per word; the corpus allows at most ~187
   d.max_source_length = 36  # the longest pair is ~34 tokens: none dropped
-  d.max_target_length = 36
+  d.max_target_length = 36  # the longest pair is ~34 tokens: none dropped
 
   m = config.model
-  m.num_encoder_layers = 3
-  m.num_decoder_layers = 3
-  m.num_heads = 4
-  m.d_model = 128
-  m.d_ff = 512
+  m.num_encoder_layers = 3  # 3+3 layers, d = 128: 1.6M parameters
+  m.num_decoder_layers = 3  # (the AR baseline has the same backbone)
+  m.num_heads = 4  # attention heads
+  m.d_model = 128  # model width
+  m.d_ff = 512  # FFN width
   m.dropout_rate = 0.0  # a deterministic task: dropout 0.1 slowed PaDIR (BLEU 45 at step 1,000)
 
   t = config.train
-  t.batch_size = 64
+  t.batch_size = 64  # pairs per step
   t.num_train_steps = 2_000  # PaDIR learns slower than AR (which converges by 1,000)
-  t.warmup_steps = 150
-  t.peak_lr = 5e-3  # 3e-3 needed 3,000 steps (~25 min) for the target (header)
-  t.log_every = 100
-  t.eval_every = 500
-  t.eval_batches = 4
-  t.checkpoint_every = 500
+  t.warmup_steps = 150  # linear warm-up steps, then cosine decay
+  t.peak_lr = 5e-3  # 3e-3 needed 3,000 steps for the target (configs/padir_synthetic.py header)
+  t.log_every = 100  # a metrics.jsonl line every this many steps
+  t.eval_every = 500  # validation loss and BLEU every this many steps
+  t.eval_batches = 4  # validation batches for the validation loss
+  t.checkpoint_every = 500  # a checkpoint every this many steps (a killed run resumes from it)
 
-  config.decode.num_examples = 256
-  config.decode.batch_size = 64
+  config.decode.num_examples = 256  # valid pairs translated for BLEU at each evaluation
+  config.decode.batch_size = 64  # sentences per validation decoding call
   config.decode.num_lengths = 5  # the paper's 5 length candidates
   # Validation BLEU with the length prior and drop="reset": the paper's decoder loses ~15 BLEU
-  # here (README, PaDIR); configs/padir_eval.py reports both.
+  # here (docs/padir_decoding.md); configs/padir_eval.py reports both.
   config.decode.decoder = "length-prior-reset"
   return config

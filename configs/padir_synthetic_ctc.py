@@ -31,8 +31,9 @@ def synthetic_ctc(
   """A synthetic PaDIR config turned into CTC from scratch (in place)."""
   config = padir_bible_en_es_ctc_distill.with_ctc(config, init_from="", upsample=upsample)
   config.data.bucket_boundaries = (16, 24, 32)  # sources of up to 36-48 tokens
-  config.train.num_train_steps = steps
-  config.loss.glancing_anneal_steps = steps
+  config.train.num_train_steps = steps  # the caller's steps: 1,500 (the AR's) unless it says
+  config.loss.glancing_anneal_steps = steps  # glancing (off by default) anneals over the whole run
+  # no blank penalty: a deterministic task (padir_eval's grid checks it)
   config.decode.blank_penalty = 0.0
   return config
 

@@ -22,7 +22,7 @@ run, runs/padir_synthetic_ctc_2x1_nopos: training is deterministic). Test, 500 s
 frontier above, four runs, the decoders interleaved): 99.73, -0.27 [-0.62, +0.00] against AR
 greedy; one trimmed pass at 1.06-1.27 / 2.12-2.26 ms p50 / p99, 3.26-3.46x / 2.86-3.05x lower
 than AR greedy's in the same run (p99 3x in three of the four runs), 2-3x its batch-64
-throughput (README, speed). With positional attention (--config.model.positional_attention=True,
+throughput (docs/padir_decoding.md). With positional attention (--config.model.positional_attention=True,
 runs/padir_synthetic_ctc_2x1_pos, validation 99.89 from step 1,500): AR greedy's 100.00 at
 2.9x / 2.7x.
 """
@@ -34,6 +34,7 @@ from configs import padir_synthetic_ctc_shallow
 
 def get_config() -> ml_collections.ConfigDict:
   config = padir_synthetic_ctc_shallow.get_config()
-  config.model.num_encoder_layers = 2
+  config.model.num_encoder_layers = 2  # one encoder layer fewer than the 3+1 model
+  # a CTC slot's input already carries its position: no positional attention
   config.model.positional_attention = False
   return config

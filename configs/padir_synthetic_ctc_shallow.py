@@ -33,7 +33,7 @@ at 1.68 / 2.80 ms p50 / p99 trimmed against AR greedy-trim8's 4.90 / 7.95 in the
 window, 2.91x / 2.84x; with the decoders interleaved in blocks (2026-11-27, quiet, --repeats 5:
 the drift between rows removed), 1.35 / 2.40 ms against 3.51 / 6.02, 2.60x / 2.51x, and 2.63x /
 2.53x in a second run with --trim 4; it dominates the deep-shallow AR (99.93 at 2.16 / 3.64 ms)
-(README, speed). With the shared code of 2026-11-27 (cheaper argmax and attention output),
+(docs/padir_decoding.md). With the shared code of 2026-11-27 (cheaper argmax and attention output),
 2.48x / 2.30x and 2.47x / 2.28x in two more interleaved runs; the faster decoder is now
 configs/padir_synthetic_ctc_2x1.py (2+1 layers, no positional attention: 3.3x / 3.0x).
 """
@@ -49,5 +49,6 @@ def get_config() -> ml_collections.ConfigDict:
     steps=3_000,
     upsample=2.0,  # a float: 1.5 can be set
   )
+  # one decoder layer (3+1): the pass is where batch-1 time goes
   config.model.num_decoder_layers = 1
   return config

@@ -14,7 +14,7 @@ Result (runs/padir_synthetic_distill, 2026-11-24): validation BLEU (length-prior
 99.13 with "length-prior-reset" and 83.65 with the paper's decoder, against 99.53 / 84.53 for
 the undistilled PaDIR and 99.89 for its AR teacher (greedy): within 1 BLEU of the teacher, 0.40
 below the undistilled run (paired bootstrap [-0.83, -0.01], p = 0.057) and 0.26 below a second
-undistilled seed (p = 0.28): not significantly worse, not shown no worse (README). The earlier schedule (3,000 steps at peak 3e-3,
+undistilled seed (p = 0.28): not significantly worse, not shown no worse (docs/padir_training.md). The earlier schedule (3,000 steps at peak 3e-3,
 24 minutes) gave 99.54 / 86.92 against the undistilled 99.39 / 84.50; at 2,000 steps with 3e-3,
 95.64 / 79.57 against 95.76 / 77.47.
 """
@@ -26,10 +26,14 @@ from configs import padir_bible_en_es_distill, padir_synthetic
 
 def get_config() -> ml_collections.ConfigDict:
   config = padir_synthetic.get_config()
+  # first the teacher's translations, then training as padir.jobs.train
   config.job = "padir.jobs.distill"
+  # the Bible distillation's keys, changed below
   config.distill = padir_bible_en_es_distill.get_config().distill
+  # the synthetic AR teacher's run directory
   config.distill.teacher_workdir = "runs/padir_synthetic_ar"
   config.distill.beam_size = 1  # greedy: the task is deterministic; 5 beams cost 5x for nothing
-  config.distill.batch_size = 256
+  config.distill.batch_size = 256  # sources per greedy-decoding call
+  # where its translations go ("": WORKDIR/distilled)
   config.distill.corpus_dir = "data/synthetic_distilled"
   return config

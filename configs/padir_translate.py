@@ -17,12 +17,12 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.job = "padir.jobs.translate"
+  config.job = "padir.jobs.translate"  # the job sample.py runs
   config.checkpoint = ""  # a training run directory (train.py's --workdir): required
   config.step = 0  # its checkpoint at this step; 0 = the latest
   config.input = ""  # a UTF-8 text file, one source per line; "" = stdin
   config.output = ""  # where the translations go; "" = stdout
-  config.batch_size = 32
+  config.batch_size = 32  # sources per decoding call
   config.seed = 0  # line i decodes with fold_in(key(seed), i)
   config.progress_bar = True  # tqdm on stderr
   # PaDIR: decode each batch at its longest candidate length rounded up to a multiple of trim
