@@ -5,9 +5,9 @@ arrays, or ShapeDtypeStructs whose shardings name an abstract mesh where the pat
 sharded (Glauber and Ising chains over a "data" axis of 8 devices, PaDIR training on a 4 x 2
 ("data", "model") mesh), so the sharded program is lowered without the devices.
 tests/test_export.py exports every one for ("cuda", "tpu"); `python tests/export_paths.py`
-prints README's table of them.
+prints docs/accelerators.md's table of them.
 
-The lists, one per area (PATHS is their concatenation, in README's order):
+The lists, one per area (PATHS is their concatenation, in the table's order):
   GLAUBER_PATHS, ISING_PATHS, MODEL_PATHS, PADIR_PATHS, UNMASKING_PATHS.
 A new hot path is one builder added to its area's list with the `path` decorator:
 
@@ -515,7 +515,7 @@ PATHS: list[ExportPath] = GLAUBER_PATHS + ISING_PATHS + MODEL_PATHS + PADIR_PATH
 
 
 def table(reports: dict[str, lowering.Lowering]) -> str:
-  """README's table: each path, its dtype and mesh, and what lowering it found."""
+  """docs/accelerators.md's table: each path, its dtype and mesh, and what lowering it found."""
   lines = [
     "| path | dtype | mesh | cuda + tpu | matmuls |",
     "|---|---|---|---|---|",

@@ -6,7 +6,7 @@ of tools/gpu_wheels.sh, and nothing else.
 PY is an interpreter whose environment holds only what the GPU image has (jax, flax, optax,
 orbax-checkpoint, chex, absl-py, numpy, scipy, matplotlib, tqdm, safetensors, transformers,
 huggingface-hub, sentencepiece, sacrebleu, torch, pytest and their dependencies); the GPU image's
-is Python 3.12, so on a 3.11 machine build a proxy (README "On a GPU" / docs/gpu.md):
+is Python 3.12, so on a 3.11 machine build a proxy (docs/accelerators.md):
 
   python3 -m venv /tmp/gpu-proxy && /tmp/gpu-proxy/bin/pip install "jax[cpu]==0.10.2" \
       flax==0.12.8 optax==0.2.8 orbax-checkpoint==0.12.8 chex absl-py numpy scipy matplotlib \
