@@ -686,26 +686,14 @@ def ising_cost(bench, spec, k: int):
 
 
 def padir_step_flops(c: dict, B: int, S: int, T: int, stages: int = 2) -> float:
-  """Hand count of the matmul FLOPs of one PaDIR training step (3x the forward: the backward
-  computes both operands' gradients of every matmul) from the model's shapes: S source tokens
-  (+ [LEN]), T target positions, `stages` decoder passes (padir.model.losses.multi_stage_loss), each
-  decoder layer with self-, positional (queries and keys projected from the positional
-  embeddings of every row) and cross-attention (its keys and values projected in each pass)."""
-  D, F, V = c["d_model"], c["d_ff"], c["vocab_size"]
-  Sp = S + 1
-  attention = lambda q, k: 2 * 2 * q * k * D  # scores and the weighted sum
-  encoder = 2 * Sp * 4 * D * D + attention(Sp, Sp) + 2 * Sp * 2 * D * F
-  decoder = (
-    2 * (2 * T * 4 * D * D + attention(T, T))  # self- and positional attention
-    + 2 * T * 2 * D * D  # cross-attention queries and output
-    + 2 * Sp * 2 * D * D  # its keys and values
-    + attention(T, Sp)
-    + 2 * T * 2 * D * F
-  )
-  output, length = 2 * T * D * V, 2 * D * (T + 1)
-  forward = c["num_encoder_layers"] * encoder + length
-  forward += stages * (c["num_decoder_layers"] * decoder + output)
-  return 3 * B * forward
+  """Hand count of the matmul FLOPs of one PaDIR training step of the model `c` (ModelConfig
+  fields) on B rows of S source and T target tokens: padir.training.flops, the count every
+  training run logs its MFU by."""
+  from padir.model import transformer as model_lib
+  from padir.training import flops
+
+  cfg = model_lib.ModelConfig(**c)
+  return flops.step_flops(cfg, flops.Step(B, S, T, num_stages=stages))
 
 
 def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
