@@ -226,13 +226,22 @@ def _scans(jaxpr) -> Iterator[Any]:
         yield from _scans(sub)
 
 
+def _copies(length: int, unroll: int | bool) -> int:
+  """How many copies of a scan's body its lowered module holds: the `unroll` steps of the loop
+  body and the length % unroll left over after the loop (all `length` when unroll >= length)."""
+  unroll = length if unroll is True else max(1, int(unroll))
+  return length if unroll >= length else unroll + length % unroll
+
+
 def _with_scans(counted: Cost, jaxpr, platform: str | None) -> Cost:
-  """XLA's cost `counted` of a jaxpr (each scan body once) -> with each outermost scan body's
-  own true cost counted `length` times instead: T = X + sum_s (length_s T(body_s) - X(body_s))."""
+  """XLA's cost `counted` of a jaxpr (each scan's lowered copies of its body once) -> with each
+  outermost scan body's own true cost counted `length` times instead:
+  T = X + sum_s (length_s T(body_s) - copies_s X(body_s))."""
   for eqn in _scans(jaxpr):
-    body = eqn.params["jaxpr"]
+    body, length = eqn.params["jaxpr"], eqn.params["length"]
     once = _lowered_cost(body, platform)
-    counted = counted + _with_scans(once, body.jaxpr, platform) * eqn.params["length"] + once * -1
+    copies = _copies(length, eqn.params.get("unroll", 1))
+    counted = counted + _with_scans(once, body.jaxpr, platform) * length + once * -copies
   return counted
 
 
