@@ -27,6 +27,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "accelerator"
 ARCHS = ("BertForMaskedLM", "ModernBertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM")
 CAUSAL = ("GPT2LMHeadModel", "LlamaForCausalLM")
-SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "ising", "padir")
+SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "padir", "ising")
 # Each section's headline number: at least one row must have it, finite and > 0.
 HEADLINE = {
   "matmul_peak": "tflops",
@@ -73,7 +74,15 @@ def joint_tv(p_XS: np.ndarray, counts_XS: np.ndarray) -> float:
 
 def test_accelerator_suite_tiny_writes_every_section(tmp_path):
   proc = subprocess.run(
-    [sys.executable, str(REPO / "benchmarks" / "accelerator.py"), "--tiny", "--out", str(tmp_path)],
+    [
+      sys.executable,
+      str(REPO / "benchmarks" / "accelerator.py"),
+      "--tiny",
+      "--budget",
+      "1200",
+      "--out",
+      str(tmp_path),
+    ],  # fmt: skip
     cwd=REPO,
     capture_output=True,
     text=True,
@@ -100,6 +109,7 @@ def test_accelerator_suite_tiny_writes_every_section(tmp_path):
   assert "ours clique" in ising and "thrml clique" in ising and "ours dense" in ising, ising
   padir = [r["case"] for r in result["sections"]["padir"]["rows"]]
   assert any("padir refine" in c for c in padir) and any("ar greedy" in c for c in padir), padir
+  assert any("ctc decode" in c for c in padir), padir
   # The roofline: a prediction per timed row with a cost, and a reason wherever measured is
   # not within 2x of the prediction from this CPU's own peak and bandwidth.
   roofline = result["roofline"]
@@ -110,6 +120,72 @@ def test_accelerator_suite_tiny_writes_every_section(tmp_path):
     assert r["H200_s"] <= r["H100_s"] and r["here_s"] > 0, r
     assert r["within_2x"] or r["reason"], r
   assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _suite(out, *args: str) -> subprocess.Popen:
+  cmd = [sys.executable, str(REPO / "benchmarks" / "accelerator.py"), "--tiny", "--out", str(out)]
+  return subprocess.Popen(
+    cmd + list(args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+  )
+
+
+def _records(path: pathlib.Path) -> list[dict]:
+  return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path):
+  """--budget bounds the run, compiles included: with 40 s for sections whose tiny rows take
+  longer in all (PaDIR's training step alone compiles in ~10-40 s here), the run ends within
+  the budget (plus the interpreter's start and the report), skips rows with a note naming the
+  prediction, and every row it finished is in results.jsonl."""
+  budget = 40
+  t0 = time.monotonic()
+  proc = _suite(
+    tmp_path, "--budget", str(budget), "--sections", "matmul_peak,mlm_forward,glauber,padir"
+  )
+  out, _ = proc.communicate(timeout=600)
+  wall = time.monotonic() - t0
+  result = json.loads((tmp_path / "accelerator.json").read_text())
+  assert result["wall_s"] <= budget + 5 and wall <= budget + 30, (
+    result["wall_s"],
+    wall,
+    out[-3000:],
+  )
+  notes = [n for sec in result["sections"].values() for n in sec["notes"]]
+  skipped = [n for n in notes if n.startswith("skipped") and "predicted" in n]
+  assert skipped, notes
+  rows = [r for r in _records(tmp_path / "results.jsonl") if r["kind"] == "row"]
+  assert len(rows) == sum(len(sec["rows"]) for sec in result["sections"].values()) > 0
+
+
+def test_a_run_killed_mid_way_keeps_every_finished_row_for_report(tmp_path):
+  """Each finished row is appended at once: a run killed (SIGKILL, as a lease's end) after
+  some rows leaves them all readable, and --report prints each of them and the roofline."""
+  path = tmp_path / "results.jsonl"
+  proc = _suite(tmp_path, "--budget", "600", "--sections", "matmul_peak,mlm_forward,glauber")
+  deadline = time.monotonic() + 300
+  rows = []
+  while time.monotonic() < deadline and len(rows) < 4:
+    time.sleep(0.5)
+    if path.is_file():
+      rows = [r for r in _records(path) if r["kind"] == "row"]
+  proc.kill()
+  proc.communicate()
+  assert len(rows) >= 4 and not (tmp_path / "accelerator.json").exists()
+  rows = [r for r in _records(path) if r["kind"] == "row"]  # what the kill left
+  report = subprocess.run(
+    [sys.executable, str(REPO / "benchmarks" / "accelerator.py"), "--report", str(path)],
+    cwd=REPO, capture_output=True, text=True, timeout=300,
+  )  # fmt: skip
+  assert report.returncode == 0, report.stderr[-3000:]
+  for r in rows:
+    assert r["case"] in report.stdout, (r["case"], report.stdout[-3000:])
+  assert "## roofline" in report.stdout and "matmul_peak bfloat16" in report.stdout
+  loaded = bench().load_results(path)
+  assert [r["case"] for sec in loaded["sections"].values() for r in sec["rows"]] == [
+    r["case"] for r in rows
+  ]
+  assert loaded["peak_tflops"]["bfloat16"] > 0
 
 
 # ----------------------------------------------------------------------------- roofline
