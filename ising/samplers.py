@@ -8,8 +8,10 @@ into pieces (start_step) equals one run in a single piece.
 
 On an accelerator a step of small chains (N = 10) is a few microseconds of work, so a loop of one
 update per iteration is launch-bound (~15 us a step on an H100 for 65,536 chains): the scans
-run `unroll` steps per loop iteration (lax.scan's unroll, default UNROLL; the key of step t is
-still fold_in(key, t), so the chains do not depend on it).
+run `unroll` steps per loop iteration (lax.scan's unroll; the key of step t is still
+fold_in(key, t), so the chains do not depend on it). The default, `default_unroll()`, is UNROLL
+on an accelerator and 1 on a CPU, where a loop iteration costs little and unrolling measured
+slower (N = 10, 4,096 chains: 19 us a step at 1, 25 at 8; 2026-11-27).
 """
 
 from __future__ import annotations
@@ -184,9 +186,17 @@ def _codec(method: Method, k: int, model: Ising):
   )
 
 
-def _check_unroll(unroll: int) -> None:
+def default_unroll() -> int:
+  """Steps per loop iteration when a caller names none: UNROLL, or 1 on a CPU backend."""
+  return 1 if jax.default_backend() == "cpu" else UNROLL
+
+
+def _check_unroll(unroll: int | None) -> int:
+  if unroll is None:
+    return default_unroll()
   if not isinstance(unroll, int) or unroll < 1:
     raise ValueError(f"unroll must be an int >= 1 (steps per loop iteration), got {unroll!r}")
+  return unroll
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "mesh", "unroll"))
@@ -215,14 +225,14 @@ def sample(
   k: int = 1,
   start_step: int = 0,
   mesh: Mesh | None = None,
-  unroll: int = UNROLL,
+  unroll: int | None = None,
 ) -> jax.Array:
   """Runs num_steps steps of the sampler from x0[B, N] in {-1,+1}; returns the final states.
 
   `start_step` continues a run: sample(.., n1 + n2) == sample(sample(.., n1), n2, start_step=n1).
-  `unroll`: steps per loop iteration (the same chains for every value).
+  `unroll`: steps per loop iteration (the same chains for every value; None: default_unroll()).
   """
-  _check_unroll(unroll)
+  unroll = _check_unroll(unroll)
   x0_BN = jnp.asarray(x0_BN, jnp.int8)
   _check_chains(model, x0_BN)
   if num_steps < 0:
@@ -268,11 +278,11 @@ def hitting_times_to_mode(
   method: Method = "gibbs",
   k: int = 1,
   mesh: Mesh | None = None,
-  unroll: int = UNROLL,
+  unroll: int | None = None,
 ) -> jax.Array:
   """First step t in [1, num_steps] at which each chain is in R_1 (all clique spins +1, eq. 6);
   -1 for chains that never get there within the budget. `unroll`: as `sample`'s."""
-  _check_unroll(unroll)
+  unroll = _check_unroll(unroll)
   x0_BN = jnp.asarray(x0_BN, jnp.int8)
   _check_chains(model, x0_BN)
   if not 1 <= clique_size <= model.n:
