@@ -2,7 +2,8 @@
 
   report = check(jax.jit(f), *args, dtype="float32", **static_kwargs)   # for ("cuda", "tpu")
   report.problems        # [] when the program is fit for the accelerator (see below)
-  c = cost(jax.jit(f), *args, **static_kwargs)                          # FLOPs, bytes, loops
+  c = cost(jax.jit(f), *args, platform="cuda", **static_kwargs)         # FLOPs, bytes, loops
+  matmul_flops(jax.jit(f), *args)        # the jaxpr's matmuls alone: what hand counts check
 
 `check` exports the function with `jax.export.export(fn, platforms=("cuda", "tpu"))`: JAX lowers
 it for each platform without the hardware. Arguments may be arrays or `jax.ShapeDtypeStruct`s;
