@@ -1,38 +1,50 @@
 """The accelerator suite: one process that proves and measures the project on a GPU/TPU.
 
-  python benchmarks/accelerator.py --out DIR [--tiny] [--sections tests,mlm_forward,...]
+  python benchmarks/accelerator.py --out DIR [--budget 300] [--tiny] [--sections tests,...]
+  python benchmarks/accelerator.py --report DIR/results.jsonl    # the tables of a (killed) run
   python benchmarks/accelerator.py --plan --out DIR [--tiny]     # memory plans, no timing
 
-Prints a table and writes DIR/accelerator.json. Sections, in order (each catches its own
-failure, records it, and the next one runs):
+--budget SECONDS (default 300) bounds the whole run, compiles included: each section gets the
+budget left times its weight over the weights of the sections still to run (time one leaves
+passes on), predicts its next row's cost from the last row it measured (its wall time, compile
+included, scaled by the row's size; a prior before any) and skips what will not fit, with a
+note saying so. Every finished row, note and section end is appended to DIR/results.jsonl at
+once (JSON lines), so a run killed at its lease's end keeps them; `--report FILE` prints the
+tables and the roofline from such a file. At the end DIR/accelerator.json holds the same run as
+one document. The compiled programs persist (gmlm.compile_cache): a repeated suite loads them.
+
+Sections, in this order (each catches its own failure, records it, and the next one runs):
   tests        `pytest -m accelerator` in a subprocess (model parity vs float32 CPU reference
-               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality, every hot path
-               exported for CUDA and TPU by tests/test_export.py): pass/fail counts.
-               Runs first, before this process takes the accelerator's memory.
+               fixtures, sampler exactness, bf16 law, 1-vs-N-device equality; the export test
+               runs in CPU CI): pass/fail counts. Runs first, before this process takes the
+               accelerator's memory.
   matmul_peak  the bf16 and float32 matmul peak of this device (8192^3, best of 10), measured in
                this process: the denominators of every MFU below; and the stream bandwidth
                (in-place x + 1 over 1 GB), the roofline's other limit.
   mlm_forward  a BERT-base-shape random MLM (gmlm.nn.from_config, masked_logits at one row),
-               bf16 and float32, batch 64 -> 4,096, L = 22 and 128: sequences/s and MFU.
-  glauber      glauber.chains on the same shape (L = 22, n = 20 free sites), 1k -> 16k chains:
+               bf16 and float32, batch 256 and 4,096, L = 22: sequences/s and MFU.
+  glauber      glauber.chains on the same shape (L = 22, n = 20 free sites), 1k and 4k chains:
                chain-steps/s, MFU, and the ratio to the forward's own sequences/s at that
                batch (the sampler's overhead); beside a batched PyTorch Glauber loop on the
-               same weights (a subprocess; CUDA when torch has it); and the rejection-free mode
-               at a temperature where the median stay probability is >= 0.99 (the default
-               English MLM when its base weights are installed, else the random BERT-base with
-               a planted low-temperature trap, as benchmarks/glauber_throughput.py does).
-  ising        spin updates per ns of ising.samplers (k = 1, 2, 4) vs thrml on the clique and
-               a dense model (the workers of benchmarks/ising_throughput.py).
-  padir        PaDIR training at the paper's size (6+6 layers, d = 512, 32k vocabulary):
-               target tokens/s and MFU (FLOPs from XLA's cost analysis of the compiled step),
-               float32 and bf16 compute (config.model.dtype: bf16 matmuls and activations
-               over float32 master weights, softmax and losses in float32); decode latency p50/p99 at batch 1, PaDIR
-               refinement (padir.decoding.autoregressive.refine) vs AR greedy (padir.decoding.autoregressive.greedy_ar).
+               same weights at the same sizes (a subprocess; CUDA when torch has it); and the
+               rejection-free mode at a temperature where the median stay probability is
+               >= 0.99 (the default English MLM when its base weights are installed, else the
+               random BERT-base with a planted low-temperature trap).
+  padir        PaDIR training at the paper's size (6+6 layers, d = 512, 32k vocabulary), bf16
+               then float32 compute (config.model.dtype: bf16 matmuls and activations over
+               float32 master weights, softmax and losses in float32): target tokens/s and MFU
+               by the hand count (padir.training.flops, as training runs log it); then decode
+               latency p50/p99 at batch 1 of the recommended CTC decoder, the paper's
+               refinement decoder and AR greedy.
+  ising        spin updates per ns of ising.samplers (k = 1, 2, 4, and k = 1 with one step per
+               loop iteration) vs thrml on the clique and a dense model (the workers of
+               benchmarks/ising_throughput.py).
 
 Every row reports compile_s (first call minus a steady call, or the measured compile) apart
-from its steady-state time per call. The roofline (last table, `roofline` in the JSON): per
-timed row, the compiled program's FLOPs and bytes (gmlm.lowering.cost: XLA's cost analysis,
-scan bodies counted at their trip counts), arithmetic intensity, and the time predicted as
+from its steady-state time per call, and wall_s, what the row cost the budget. The roofline
+(last table, `roofline` in the JSON): per timed row, the FLOPs and bytes of its lowered module
+(gmlm.lowering.cost: the same count on every platform, scan bodies at their trip counts; the
+bytes unfused, an upper bound), arithmetic intensity, and the time predicted as
 max(FLOPs / peak, bytes / bandwidth) on an H100 and an H200 (HARDWARE: published peaks) and on
 this device (its measured peak and bandwidth) beside the measured time, with a reason where
 the two differ by more than 2x.
@@ -40,9 +52,8 @@ the two differ by more than 2x.
 --plan: bytes per device (parameters, optimizer, gradients, activations) of PaDIR training at
 the paper's size and of a Glauber step on BERT-base with 16k chains, under each sharding option
 on 1, 8 and 64 devices, by arithmetic, beside the compiled memory analysis on 1 and 8 devices
-simulated on the CPU (a subprocess), and the fewest H100s that hold each (plan.json). Sizes scale down with --tiny (the CPU smoke test,
-tests/test_accelerator.py). Full sizes fit in ~10 minutes on one H100: each section has a time
-share and skips the rest of its sizes (noted in the table) once past it.
+simulated on the CPU (a subprocess), and the fewest H100s that hold each (plan.json). Sizes
+scale down with --tiny (the CPU smoke test, tests/test_accelerator.py).
 """
 
 from __future__ import annotations
@@ -91,7 +102,7 @@ BERT_TINY = dict(
 CLS, SEP, MASK, FIRST_WORD = 101, 102, 103, 999  # bert-base-uncased ids; < 999: special/unused
 N_SITES, L_CHAIN = 20, 22
 TRAP, TRAP_BIAS = 1100, 12.0  # a head bias that plants a low-temperature trap (random model)
-SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "ising", "padir")
+SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "padir", "ising")  # the order run
 
 # Published dense peaks (no sparsity) and HBM bandwidth, for the roofline's predictions.
 # H100 SXM5 80 GB: BF16 989.4 TFLOP/s (1,979 "with sparsity"), TF32 494.7, HBM3 3.35 TB/s;
@@ -123,18 +134,19 @@ class Sizes:
   padir_length: int
   latency_calls: int
   min_seconds: float
-  shares_s: dict  # section -> seconds it may take
+  shares_s: dict  # section -> its weight in the budget (unused time passes to the next ones)
+  priors_s: dict  # section -> predicted seconds of its first row, before any is measured
   pytest_args: tuple[str, ...]
-  padir_precisions: tuple[str, ...] = ("float32", "bfloat16")
+  padir_precisions: tuple[str, ...] = ("bfloat16", "float32")
   stream_mb: int = 1024  # the array the bandwidth is measured on (read + write)
 
 
 FULL = Sizes(
   bert=BERT_BASE,
   peak_n=8192,
-  mlm_batches=(64, 256, 1024, 4096),
-  mlm_lengths=(22, 128),
-  chains=(1024, 4096, 16384),
+  mlm_batches=(256, 4096),
+  mlm_lengths=(22,),
+  chains=(1024, 4096),
   chain_steps=8,
   rejection_free_chains=64,
   rejection_free_steps=400,
@@ -155,8 +167,9 @@ FULL = Sizes(
   padir_length=64,
   latency_calls=100,
   min_seconds=0.5,
-  shares_s=dict(tests=210, matmul_peak=25, mlm_forward=90, glauber=110, ising=70, padir=90),
-  pytest_args=(),
+  shares_s=dict(tests=70, matmul_peak=10, mlm_forward=40, glauber=50, padir=110, ising=20),
+  priors_s=dict(tests=60, matmul_peak=5, mlm_forward=10, glauber=15, padir=60, ising=10),
+  pytest_args=("--ignore", str(REPO / "tests" / "test_export.py")),  # CPU CI runs it
 )
 TINY = Sizes(
   bert=BERT_TINY,
@@ -184,7 +197,8 @@ TINY = Sizes(
   padir_length=12,
   latency_calls=5,
   min_seconds=0.0,
-  shares_s={name: 900 for name in SECTIONS},  # the smoke test runs every size
+  shares_s={name: 1 for name in SECTIONS},  # the smoke test runs every size its budget allows
+  priors_s=dict(tests=30, matmul_peak=1, mlm_forward=3, glauber=5, padir=20, ising=3),  # CPU
   pytest_args=("-k", "parity_highest or ising_exactness"),
   padir_precisions=("float32",),
   stream_mb=64,
@@ -221,12 +235,35 @@ def timed(fn: Callable[[], Any], min_seconds: float, min_calls: int = 2) -> tupl
   return first, (time.perf_counter() - t0) / calls
 
 
-class Section:
-  """Rows of one section; `over()` says whether its time share is spent."""
+class Results:
+  """The results file: one JSON line per finished row, note and section end, appended and
+  flushed at once, so a run killed at its lease's end keeps every row it finished."""
 
-  def __init__(self, name: str, share_s: float):
+  def __init__(self, path: pathlib.Path | None):
+    self.path = path
+    if path is not None:
+      path.parent.mkdir(parents=True, exist_ok=True)
+      path.write_text("")
+
+  def write(self, kind: str, **fields) -> None:
+    if self.path is None:
+      return
+    with open(self.path, "a", encoding="utf-8") as f:
+      f.write(json.dumps({"kind": kind, **fields}, default=float) + "\n")
+
+
+class Section:
+  """Rows of one section and the time it may take: `fits(what, size)` predicts the next row's
+  cost (its compile included) from the last measured row, linear in its size (a prior before
+  any), and says whether it ends before the deadline; a row that will not fit is skipped, and
+  a note says so."""
+
+  def __init__(self, name: str, share_s: float, results: Results | None = None, prior_s=0.0):
     self.name, self.rows, self.notes = name, [], []
     self.deadline = time.perf_counter() + share_s
+    self.results = results or Results(None)
+    self.prior_s = prior_s
+    self._mark = time.perf_counter()  # when the row being measured began
 
   def row(
     self,
@@ -235,22 +272,45 @@ class Section:
     steady_s: float | None,
     cost=None,
     dtype=None,
+    size: float | None = None,
     **metrics,
   ) -> dict:
-    """cost (gmlm.lowering.Cost of the timed call) and the compute dtype feed the roofline."""
+    """cost (gmlm.lowering.Cost of the timed call) and the compute dtype feed the roofline;
+    size: the row's work in any unit its section's predictions scale by."""
+    now = time.perf_counter()
     r = dict(case=case, compile_s=compile_s, steady_s=steady_s, **metrics)
     if cost is not None:
       r.update(gflop=cost.flops / 1e9, gbytes=cost.bytes / 1e9, while_loops=cost.while_loops)
       r["dtype"] = dtype or "float32"
+    r["wall_s"], r["size"] = now - self._mark, size
+    self._mark = now
     self.rows.append(r)
+    self.results.write("row", section=self.name, **r)
     print(f"  {self.name:11s} {fmt_row(r)}", flush=True)
     return r
 
-  def over(self, what: str) -> bool:
-    if time.perf_counter() < self.deadline:
-      return False
-    self.notes.append(f"skipped {what}: past this section's time share")
-    return True
+  def note(self, text: str) -> None:
+    self.notes.append(text)
+    self.results.write("note", section=self.name, note=text)
+
+  def predict(self, size: float | None) -> float:
+    """Seconds the next row of `size` will take: the last sized row's wall time scaled by size
+    (compiles included), else the section's prior."""
+    sized = [r for r in self.rows if r.get("size") and r.get("wall_s")]
+    if not sized or size is None:
+      return self.prior_s
+    return sized[-1]["wall_s"] * size / sized[-1]["size"]
+
+  def fits(self, what: str, size: float | None = None) -> bool:
+    left, predicted = self.deadline - time.perf_counter(), self.predict(size)
+    if predicted <= left:
+      self._mark = time.perf_counter()
+      return True
+    self.note(f"skipped {what}: predicted {predicted:.1f} s, {max(left, 0):.1f} s left")
+    return False
+
+  def over(self, what: str, size: float | None = None) -> bool:
+    return not self.fits(what, size)
 
 
 @dataclasses.dataclass
@@ -303,7 +363,7 @@ def section_tests(ctx: Context, s: Section) -> None:
     out, rc = proc.stdout, proc.returncode
   except subprocess.TimeoutExpired as e:
     out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), -1
-    s.notes.append("pytest ran past this section's time share and was stopped")
+    s.note("pytest ran past this section's share of the budget and was stopped")
   counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
   summary = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", ln)]
   last = summary[-1] if summary else ""
@@ -311,7 +371,7 @@ def section_tests(ctx: Context, s: Section) -> None:
     counts[word.rstrip("s") if word.startswith("error") else word] += int(n)
   for ln in out.splitlines():
     if ln.startswith(("FAILED", "ERROR")):
-      s.notes.append(ln[:200])
+      s.note(ln[:200])
   s.row("pytest -m accelerator", None, time.perf_counter() - t0, exit_code=rc, **counts)
   if rc not in (0, 5) or counts["failed"] or counts["error"]:
     raise RuntimeError(f"accelerator tests: exit {rc}, {counts}")
@@ -336,7 +396,7 @@ def section_matmul_peak(ctx: Context, s: Section) -> None:
     ctx.peak_tflops[name] = 2 * n**3 / best / 1e12
     cost = lowering.cost(dot, a, b)
     s.row(f"{name} {n}^3", compile_s, best, cost, name, tflops=ctx.peak_tflops[name])
-  s.notes.append("float32 uses jax's default matmul precision (TF32 on NVIDIA GPUs)")
+  s.note("float32 uses jax's default matmul precision (TF32 on NVIDIA GPUs)")
   stream_bandwidth(ctx, s)
 
 
@@ -419,7 +479,7 @@ def section_mlm_forward(ctx: Context, s: Section) -> None:
     model = bert_model(c, dtype)
     for L in ctx.sizes.mlm_lengths:
       for B in ctx.sizes.mlm_batches:
-        if s.over(f"{dtype} B={B} L={L}"):
+        if s.over(f"{dtype} B={B} L={L}", B * L):
           continue
         compile_s, steady, cost = forward_rate(ctx, model, dtype, B, L)
         rate = B / steady
@@ -429,10 +489,11 @@ def section_mlm_forward(ctx: Context, s: Section) -> None:
           steady,
           cost,
           dtype,
+          size=B * L,
           seq_per_s=rate,
           mfu=mfu(ctx, rate * flops(c, L, rows_in_last_layer=1), dtype),
         )
-  s.notes.append(
+  s.note(
     "FLOPs: benchmarks/mlm_forward.flops_per_sequence (matmuls; last layer at the "
     "masked row only, as masked_logits computes)"
   )
@@ -460,7 +521,7 @@ def section_glauber(ctx: Context, s: Section) -> None:
 
         export.save_pretrained(model, directory)  # the same weights for PyTorch
       for B in ctx.sizes.chains:
-        if s.over(f"chains {dtype} B={B}"):
+        if s.over(f"chains {dtype} B={B}", B):
           continue
         state = chains.init_state(sequences(B, L_CHAIN, V, B))
         holder = {"state": state}
@@ -485,6 +546,7 @@ def section_glauber(ctx: Context, s: Section) -> None:
           steady,
           cost,
           dtype,
+          size=B,
           chain_steps_per_s=rate,
           mfu=mfu(ctx, rate * per_step, dtype),
           vs_forward=rate / ctx.forward[dtype, B, L_CHAIN],
@@ -497,7 +559,7 @@ def torch_glauber(ctx: Context, s: Section, directory: str) -> None:
   """The batched PyTorch loop in a subprocess (its own CUDA context and memory)."""
   rates = {}
   for B in ctx.sizes.chains:
-    if s.over(f"torch B={B}"):
+    if s.over(f"torch B={B}", B):
       continue
     cmd = [
       sys.executable,
@@ -526,6 +588,7 @@ def torch_glauber(ctx: Context, s: Section, directory: str) -> None:
       f"torch {r['dtype']} {r['device']} B={B}",
       r["first_s"] - r["step_s"],
       r["step_s"] * ctx.sizes.chain_steps,
+      size=B,
       chain_steps_per_s=r["chain_steps_per_s"],
       ours_vs_torch=(None if ours is None else ours["chain_steps_per_s"] / r["chain_steps_per_s"]),
     )
@@ -603,7 +666,7 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
     start = x0.tokens_BL
     grid = (0.3, 0.2, 0.15, 0.1, 0.07, 0.05)
   except Exception as e:  # noqa: BLE001 - e.g. the base weights are not installed
-    s.notes.append(f"rejection-free on the random BERT with a planted trap ({e})"[:300])
+    s.note(f"rejection-free on the random BERT with a planted trap ({e})"[:300])
     model, spec, label = bert_model(ctx.sizes.bert, "float32", trap=True), random_spec, "trap"
     start = np.asarray(sequences(B, L_CHAIN, ctx.sizes.bert["vocab_size"]))
     start[:, 1:-1] = TRAP
@@ -624,9 +687,7 @@ def rejection_free(ctx: Context, s: Section, random_spec) -> None:
   )
   fast = lambda: rf.run(jax.random.key(2), model, spec(T), state, 1, steps)[0].tokens_BL
   first, steady_nf = timed(fast, 0.0, 1)
-  s.notes.append(
-    "no roofline for the rejection-free row: host-driven rounds of data-dependent while loops"
-  )
+  s.note("no roofline for the rejection-free row: host-driven rounds of data-dependent while loops")
   s.row(
     f"rejection-free {label} T={T} B={B}",
     first - steady_nf,
@@ -644,12 +705,17 @@ def section_ising(ctx: Context, s: Section) -> None:
     for sampler, fn in (("ours", bench.run_ours), ("thrml", bench.run_thrml)):
       if s.over(f"{sampler} {kind}"):
         continue
-      for r in fn(spec, list(ctx.sizes.ising_ks), 2):
+      rows = fn(spec, list(ctx.sizes.ising_ks), 2)
+      if sampler == "ours":  # one step per loop iteration: what samplers.UNROLL buys
+        rows += bench.run_ours(spec, [1], 2, unroll=1)
+      for r in rows:
         rate = r["updates"] / r["seconds"] / 1e9
         if sampler == "ours":
           ours[r["method"]] = rate
         extra = {} if sampler == "ours" or "k=1" not in ours else {"ours_k1_vs": ours["k=1"] / rate}
-        cost = ising_cost(bench, spec, int(r["method"][2:])) if sampler == "ours" else None
+        cost = None
+        if sampler == "ours":  # methods "k=2", "k=1 unroll=1"
+          cost = ising_cost(bench, spec, int(re.match(r"k=(\d+)", r["method"]).group(1)))
         s.row(
           f"{sampler} {kind} N={n} B={B} {r['method']}",
           r["compile_s"],
@@ -658,7 +724,7 @@ def section_ising(ctx: Context, s: Section) -> None:
           flips_per_ns=rate,
           **extra,
         )
-  s.notes.append("flips = spin updates (k per chain per k-Gibbs step; N per chain per thrml sweep)")
+  s.note("flips = spin updates (k per chain per k-Gibbs step; N per chain per thrml sweep)")
 
 
 def ising_cost(bench, spec, k: int):
@@ -686,26 +752,14 @@ def ising_cost(bench, spec, k: int):
 
 
 def padir_step_flops(c: dict, B: int, S: int, T: int, stages: int = 2) -> float:
-  """Hand count of the matmul FLOPs of one PaDIR training step (3x the forward: the backward
-  computes both operands' gradients of every matmul) from the model's shapes: S source tokens
-  (+ [LEN]), T target positions, `stages` decoder passes (padir.model.losses.multi_stage_loss), each
-  decoder layer with self-, positional (queries and keys projected from the positional
-  embeddings of every row) and cross-attention (its keys and values projected in each pass)."""
-  D, F, V = c["d_model"], c["d_ff"], c["vocab_size"]
-  Sp = S + 1
-  attention = lambda q, k: 2 * 2 * q * k * D  # scores and the weighted sum
-  encoder = 2 * Sp * 4 * D * D + attention(Sp, Sp) + 2 * Sp * 2 * D * F
-  decoder = (
-    2 * (2 * T * 4 * D * D + attention(T, T))  # self- and positional attention
-    + 2 * T * 2 * D * D  # cross-attention queries and output
-    + 2 * Sp * 2 * D * D  # its keys and values
-    + attention(T, Sp)
-    + 2 * T * 2 * D * F
-  )
-  output, length = 2 * T * D * V, 2 * D * (T + 1)
-  forward = c["num_encoder_layers"] * encoder + length
-  forward += stages * (c["num_decoder_layers"] * decoder + output)
-  return 3 * B * forward
+  """Hand count of the matmul FLOPs of one PaDIR training step of the model `c` (ModelConfig
+  fields) on B rows of S source and T target tokens: padir.training.flops, the count every
+  training run logs its MFU by."""
+  from padir.model import transformer as model_lib
+  from padir.training import flops
+
+  cfg = model_lib.ModelConfig(**c)
+  return flops.step_flops(cfg, flops.Step(B, S, T, num_stages=stages))
 
 
 def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
@@ -761,13 +815,13 @@ def section_padir(ctx: Context, s: Section) -> None:
   batch = padir_batch(cfg, B, T)
   hand = padir_step_flops(z.padir, B, T, T)
   for precision in z.padir_precisions:
-    if s.over(f"padir train {precision}"):
+    if s.over(f"padir train {precision}", 1):
       continue
     step, state = padir_train_step(cfg, precision)
     t0 = time.perf_counter()
     compiled = step.lower(state, batch, jax.random.key(0)).compile()
     compile_s = time.perf_counter() - t0
-    cost = lowering.cost(step, state, batch, jax.random.key(0))  # no loops: the compiled one
+    cost = lowering.cost(step, state, batch, jax.random.key(0))
     flops = cost.flops
     holder = {"state": state, "i": 0}
 
@@ -783,29 +837,33 @@ def section_padir(ctx: Context, s: Section) -> None:
       steady,
       cost,
       precision,
+      size=1,
       target_tokens_per_s=B * T / steady,
-      mfu=mfu(ctx, flops / steady, precision) if flops else None,
+      mfu=mfu(ctx, hand / steady, precision),
       step_gflop=flops / 1e9,
       hand_gflop=hand / 1e9,
     )
-  s.notes.append(
+  s.note(
     "train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
     "bf16 matmuls and activations with softmax, norms and losses in float32; "
-    "FLOPs from XLA's cost analysis (hand_gflop: padir_step_flops, matmuls only); "
+    "MFU from the hand count (hand_gflop: padir.training.flops, matmuls only, as training "
+    "runs log it); gflop: the lowered module (gmlm.lowering.cost, elementwise ops included); "
     "padir_loss with 2 stages"
   )
   latency(ctx, s, cfg)
 
 
 def latency(ctx: Context, s: Section, cfg) -> None:
-  """p50 / p99 of one batch-1 translation: PaDIR (4 refinement steps, top-3 lengths) vs AR
-  greedy with its KV cache (max_target_length steps)."""
+  """p50 / p99 of one batch-1 translation: the recommended CTC decoder (one pass, blank
+  penalty 1.0, configs/padir_bible_en_es_ctc_distill.py), PaDIR (4 refinement steps, top-3
+  lengths) and AR greedy with its KV cache (max_target_length steps)."""
   import jax
   import jax.numpy as jnp
   from flax import nnx
 
   from padir.data import tokenizer as tok_lib
   from padir.decoding import autoregressive as decode
+  from padir.decoding import ctc
   from padir.model import transformer as model_lib
 
   S = cfg.max_source_length // 2
@@ -814,18 +872,22 @@ def latency(ctx: Context, s: Section, cfg) -> None:
   src = jnp.asarray(src, jnp.int32)
   nar = model_lib.Transformer(cfg, rngs=nnx.Rngs(1))
   ar = model_lib.Transformer(dataclasses.replace(cfg, decoder="ar"), rngs=nnx.Rngs(2))
-  nar.eval()
-  ar.eval()
+  ctc_model = model_lib.Transformer(dataclasses.replace(cfg, ctc_upsample=2), rngs=nnx.Rngs(3))
+  for m in (nar, ar, ctc_model):
+    m.eval()
   padir_fn = jax.jit(lambda m, x, k: decode.refine(m, x, k, num_steps=4, num_lengths=3))
   ar_fn = jax.jit(decode.greedy_ar)
+  ctc_fn = jax.jit(lambda m, x: ctc.decode(m, x, num_passes=1, blank_penalty=1.0)["tokens"])
   p50 = {}
   from gmlm import lowering
 
   costs = {
+    "ctc decode": lambda: lowering.cost(ctc_fn, ctc_model, src),
     "padir refine": lambda: lowering.cost(padir_fn, nar, src, jax.random.key(0)),
     "ar greedy": lambda: lowering.cost(ar_fn, ar, src),
   }
   for name, call in (
+    ("ctc decode", lambda k: ctc_fn(ctc_model, src)),
     ("padir refine", lambda k: padir_fn(nar, src, k)["tokens"]),
     ("ar greedy", lambda k: ar_fn(ar, src)),
   ):
@@ -845,8 +907,8 @@ def latency(ctx: Context, s: Section, cfg) -> None:
       p50_ms=1e3 * p50[name],
       p99_ms=1e3 * p99,
     )
-  if len(p50) == 2:
-    s.notes.append(
+  if "padir refine" in p50 and "ar greedy" in p50:
+    s.note(
       f"decode p50 AR / PaDIR = {p50['ar greedy'] / p50['padir refine']:.2f}x "
       f"(random weights: refinement may stop early or run all 4 steps)"
     )
@@ -1222,10 +1284,16 @@ def fmt_row(r: dict) -> str:
   return f"{r['case']:42s} {fmt(r['compile_s']):>9s} {fmt(r['steady_s']):>10s}  {extra}"
 
 
-def run_sections(ctx: Context, names: list[str]) -> dict:
-  out = {}
+def run_sections(
+  ctx: Context, names: list[str], order: list[str], results: Results, deadline: float
+) -> None:
+  """Runs `names` (of `order`, the whole run's sections); each gets the budget left times its
+  weight over the weights of the sections still to run (time one leaves passes on)."""
+  weights = ctx.sizes.shares_s
   for name in names:
-    s = Section(name, ctx.sizes.shares_s[name])
+    rest = order[order.index(name) :]
+    share = (deadline - time.perf_counter()) * weights[name] / sum(weights[n] for n in rest)
+    s = Section(name, share, results, ctx.sizes.priors_s.get(name, 0.0))
     t0 = time.perf_counter()
     error = None
     try:
@@ -1234,63 +1302,51 @@ def run_sections(ctx: Context, names: list[str]) -> dict:
       error = f"{type(e).__name__}: {e}"[:1000]
       traceback.print_exc()
       print(f"  {name:11s} FAILED: {error}", flush=True)
-    out[name] = dict(rows=s.rows, notes=s.notes, error=error, wall_s=time.perf_counter() - t0)
-  return out
+    results.write("section", section=name, error=error, wall_s=time.perf_counter() - t0)
 
 
-def main(argv: list[str] | None = None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--out", help="directory for accelerator.json")
-  p.add_argument("--tiny", action="store_true", help="tiny sizes (the CPU smoke test)")
-  p.add_argument("--sections", default=",".join(SECTIONS))
-  p.add_argument("--plan", action="store_true", help="paper-size memory plans (no timing)")
-  p.add_argument("--plan_worker", action="store_true", help=argparse.SUPPRESS)
-  p.add_argument("--torch_worker", help=argparse.SUPPRESS)
-  p.add_argument("--chains", type=int, help=argparse.SUPPRESS)
-  p.add_argument("--steps", type=int, help=argparse.SUPPRESS)
-  a = p.parse_args(argv)
-  if a.torch_worker:
-    print("RESULT " + json.dumps(torch_worker(a.torch_worker, a.chains, a.steps)), flush=True)
-    return 0
-  if a.plan_worker:
-    plan_worker(a.tiny)
-    return 0
-  if not a.out:
-    p.error("--out DIR is required")
-  if a.plan:
-    return run_plan(a.tiny, pathlib.Path(a.out))
-  names = [n for n in a.sections.split(",") if n]
-  unknown = sorted(set(names) - set(SECTIONS))
-  if unknown:
-    p.error(f"unknown sections {unknown}; choose from {SECTIONS}")
-  ctx = Context(TINY if a.tiny else FULL, a.tiny)
-  t0 = time.perf_counter()
-  print(f"{'section':11s} {'case':42s} {'compile s':>9s} {'steady s':>10s}  metrics", flush=True)
-  tests = run_sections(ctx, [n for n in names if n == "tests"])  # before jax takes the device
-  import jax
+def load_results(path: pathlib.Path) -> dict:
+  """The run a results file holds, as accelerator.json has it: the header, device, sections
+  (rows, notes, error, wall_s; a section cut off by a kill has the rows it finished), the
+  measured peaks and bandwidth (from the matmul_peak rows) and the roofline. Unreadable lines
+  (a write cut off by a kill) are skipped."""
+  result: dict = {"sections": {}, "peak_tflops": {}, "tb_per_s": None}
+  for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines():
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    kind = record.pop("kind", None)
+    if kind in ("header", "device", "end"):
+      result.update(record)
+      continue
+    name = record.pop("section", None)
+    sec = result["sections"].setdefault(name, dict(rows=[], notes=[], error=None, wall_s=0.0))
+    if kind == "row":
+      sec["rows"].append(record)
+      sec["wall_s"] += record.get("wall_s") or 0.0
+      if name == "matmul_peak" and record.get("tflops"):
+        result["peak_tflops"][record["dtype"]] = record["tflops"]
+      if name == "matmul_peak" and record.get("tb_per_s"):
+        result["tb_per_s"] = record["tb_per_s"]
+    elif kind == "note":
+      sec["notes"].append(record["note"])
+    elif kind == "section":
+      sec.update(error=record["error"], wall_s=record["wall_s"])
+  sizes = TINY if result.get("tiny") else FULL
+  ctx = Context(sizes, bool(result.get("tiny")), result["peak_tflops"], result["tb_per_s"])
+  result["roofline"] = roofline(ctx, result["sections"], result.get("device_kind", ""))
+  return result
 
-  sections = {**tests, **run_sections(ctx, [n for n in names if n != "tests"])}
-  result = dict(
-    device=str(jax.devices()[0]),
-    device_kind=jax.devices()[0].device_kind,
-    backend=jax.default_backend(),
-    device_count=jax.device_count(),
-    jax=jax.__version__,
-    tiny=a.tiny,
-    peak_tflops=ctx.peak_tflops,
-    tb_per_s=ctx.tb_per_s,
-    wall_s=time.perf_counter() - t0,
-    sections=sections,
-    roofline=roofline(ctx, sections, jax.devices()[0].device_kind),
-  )
-  out = pathlib.Path(a.out)
-  out.mkdir(parents=True, exist_ok=True)
-  (out / "accelerator.json").write_text(json.dumps(result, indent=1, default=float))
+
+def render(result: dict) -> None:
+  """Prints a run's tables (a section's rows and notes) and its roofline."""
   print(
-    f"\n{result['device_kind']} ({result['backend']}, {result['device_count']} device(s)), "
-    f"jax {result['jax']}, {result['wall_s']:.0f} s"
+    f"\n{result.get('device_kind', '?')} ({result.get('backend', '?')}, "
+    f"{result.get('device_count', '?')} device(s)), jax {result.get('jax', '?')}, "
+    f"budget {fmt(result.get('budget_s'))} s, {fmt(result.get('wall_s'))} s"
   )
-  for name, sec in sections.items():
+  for name, sec in result["sections"].items():
     failed = f"  FAILED: {sec['error']}" if sec["error"] else ""
     print(f"\n## {name} ({sec['wall_s']:.1f} s){failed}")
     print(f"{'case':42s} {'compile s':>9s} {'steady s':>10s}  metrics")
@@ -1299,8 +1355,72 @@ def main(argv: list[str] | None = None) -> int:
     for note in sec["notes"]:
       print(f"  note: {note}")
   print_roofline(result["roofline"])
-  print(f"\nwrote {out / 'accelerator.json'}")
-  return 1 if any(sec["error"] for sec in sections.values()) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--out", help="directory for results.jsonl and accelerator.json")
+  p.add_argument("--tiny", action="store_true", help="tiny sizes (the CPU smoke test)")
+  p.add_argument("--sections", default=",".join(SECTIONS))
+  p.add_argument(
+    "--budget", type=float, default=300.0, help="seconds the whole run may take, compiles included"
+  )
+  p.add_argument("--report", help="print the tables and roofline of a results.jsonl, then stop")
+  p.add_argument("--plan", action="store_true", help="paper-size memory plans (no timing)")
+  p.add_argument("--plan_worker", action="store_true", help=argparse.SUPPRESS)
+  p.add_argument("--torch_worker", help=argparse.SUPPRESS)
+  p.add_argument("--chains", type=int, help=argparse.SUPPRESS)
+  p.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+  a = p.parse_args(argv)
+  t0 = time.perf_counter()
+  if a.torch_worker:
+    print("RESULT " + json.dumps(torch_worker(a.torch_worker, a.chains, a.steps)), flush=True)
+    return 0
+  if a.plan_worker:
+    plan_worker(a.tiny)
+    return 0
+  if a.report:
+    render(load_results(pathlib.Path(a.report)))
+    return 0
+  if not a.out:
+    p.error("--out DIR is required")
+  if a.plan:
+    return run_plan(a.tiny, pathlib.Path(a.out))
+  if a.budget <= 0:
+    p.error(f"--budget={a.budget}: give the seconds the run may take, e.g. --budget 300")
+  names = [n for n in a.sections.split(",") if n]
+  unknown = sorted(set(names) - set(SECTIONS))
+  if unknown:
+    p.error(f"unknown sections {unknown}; choose from {SECTIONS}")
+  names = [n for n in SECTIONS if n in names]  # always the default order
+  from gmlm import compile_cache
+
+  out = pathlib.Path(a.out)
+  results = Results(out / "results.jsonl")
+  results.write("header", tiny=a.tiny, budget_s=a.budget, order=names)
+  ctx = Context(TINY if a.tiny else FULL, a.tiny)
+  deadline = t0 + a.budget
+  print(f"{'section':11s} {'case':42s} {'compile s':>9s} {'steady s':>10s}  metrics", flush=True)
+  tests = [n for n in names if n == "tests"]  # before jax takes the device
+  run_sections(ctx, tests, names, results, deadline)
+  import jax
+
+  compile_cache.enable()  # a repeated suite loads what an earlier one compiled
+  results.write(
+    "device",
+    device=str(jax.devices()[0]),
+    device_kind=jax.devices()[0].device_kind,
+    backend=jax.default_backend(),
+    device_count=jax.device_count(),
+    jax=jax.__version__,
+  )
+  run_sections(ctx, [n for n in names if n != "tests"], names, results, deadline)
+  results.write("end", wall_s=time.perf_counter() - t0)
+  result = load_results(out / "results.jsonl")
+  (out / "accelerator.json").write_text(json.dumps(result, indent=1, default=float))
+  render(result)
+  print(f"\nwrote {out / 'results.jsonl'} and {out / 'accelerator.json'}")
+  return 1 if any(sec["error"] for sec in result["sections"].values()) else 0
 
 
 if __name__ == "__main__":

@@ -193,7 +193,9 @@ class NumpyGibbs:
 # ----------------------------------------------------------------------------- workers
 
 
-def run_ours(spec: ModelSpec, ks: list[int], repeats: int) -> list[dict]:
+def run_ours(spec: ModelSpec, ks: list[int], repeats: int, unroll: int | None = None) -> list[dict]:
+  """ising.samplers at block sizes ks; unroll: steps per loop iteration (None: the sampler's
+  default, samplers.UNROLL)."""
   import jax
   import jax.numpy as jnp
 
@@ -206,11 +208,12 @@ def run_ours(spec: ModelSpec, ks: list[int], repeats: int) -> list[dict]:
   key = jax.random.key(0)
   rows = []
   for k in ks:
-    run = lambda: samplers.sample(key, model, x0_BN, spec.steps, k=k).block_until_ready()
+    extra = {} if unroll is None else {"unroll": unroll}
+    run = lambda: samplers.sample(key, model, x0_BN, spec.steps, k=k, **extra).block_until_ready()
     warmup, best = best_time(run, repeats)
     rows.append(
       dict(
-        method=f"k={k}",
+        method=f"k={k}" + ("" if unroll is None else f" unroll={unroll}"),
         updates=spec.num_chains * k * spec.steps,
         seconds=best,
         compile_s=warmup - best,

@@ -21,8 +21,8 @@ steps) and decodes the first --sentences validation pairs at the end (the config
 Per option: seconds per step (the median logged interval after the first, which holds the
 compilation; evaluations are outside the intervals measured), target tokens per second (the
 mean non-PAD target tokens of a training batch, counted on the batches themselves, over the
-seconds per step), the FLOPs of one compiled training step (XLA's cost analysis of the jitted
-step) as a share of this CPU's float32 matmul peak measured in the same process (the best of
+seconds per step), the FLOPs of a training step (padir.training.flops: the matmul hand count
+every run logs, nothing compiled to count them) as a share of this CPU's float32 matmul peak measured in the same process (the best of
 repeated 1024^3 matmuls, in the row "matmul peak"), the validation BLEU after the steps, and
 the ratios to the paper's row. Time it on a quiet machine only; the first row's compilation
 warms caches the later rows share, so each row's first interval is left out.
@@ -46,15 +46,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import ml_collections  # noqa: E402
-from flax import nnx  # noqa: E402
 
 from configs import padir_bible_en_es_ctc_distill, padir_bible_en_es_recipe  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data
 from padir.evaluation import curves
 from padir.model import transformer as model_lib  # noqa: E402
+from padir.training import flops  # noqa: E402
 from padir.training import loop as training  # noqa: E402
-from padir.training import optim
 
 HEADER = [
   "option",
@@ -120,7 +119,8 @@ def _timed(fn) -> float:
 
 
 def step_cost(config: ml_collections.ConfigDict) -> tuple[float, float]:
-  """(FLOPs of one compiled training step, mean non-PAD target tokens of a training batch)."""
+  """(FLOPs of a training step by the hand count the runs log, padir.training.flops, over the
+  shapes of the first 8 batches; mean non-PAD target tokens of a training batch)."""
   tok, sources = training.prepare_data(config)
   d = config.data
   ds, _ = data.make_dataset(
@@ -136,23 +136,16 @@ def step_cost(config: ml_collections.ConfigDict) -> tuple[float, float]:
   batches = [b for _, b in zip(range(8), ds)]
   tokens = float(np.mean([(b["targets"] != 0).sum() for b in batches]))
   cfg = model_lib.ModelConfig.from_run_config(config, tok.vocab_size)
-  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=jax.random.key(0, impl="rbg")))
-  optimizer = nnx.Optimizer(model, optim.make_optimizer(config.train), wrt=nnx.Param)
-  train_step, _ = training.make_steps(config)
-  key = jax.random.key(0)
-  compiled = train_step.lower(
-    model, optimizer, batches[0], key, jax.random.key(0, impl="rbg"), np.int32(0)
-  ).compile()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float(cost["flops"]), tokens
+  shapes = [(b["inputs"].shape, b["targets"].shape) for b in batches]
+  hand = [flops.step_flops(cfg, flops.run_step(config, *shape)) for shape in shapes]
+  return float(np.mean(hand)), tokens
 
 
 def run_option(
   base: ml_collections.ConfigDict, name: str, opts: dict, root: str, blank_penalty: float = 0.0
 ) -> dict:
   config = option_config(base, opts, blank_penalty)
-  flops, tokens = step_cost(config)
+  step_flops, tokens = step_cost(config)
   workdir = os.path.join(root, "".join(c if c.isalnum() else "_" for c in name))
   training.check_warm_start(config)
   rd = training.open_run(config, workdir)
@@ -170,7 +163,7 @@ def run_option(
     "option": name,
     "seconds_per_step": seconds,
     "target_tokens_per_second": tokens / seconds,
-    "flops_per_step": flops,
+    "flops_per_step": step_flops,
     "valid_bleu": last.get("valid_bleu", float("nan")),
     "length_accuracy": last.get("valid_length_accuracy", float("nan")),
     "length_within2": last.get("valid_length_within2", float("nan")),

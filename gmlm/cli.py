@@ -87,8 +87,9 @@ def _kind(entry: str) -> str:
 
 
 def prepare(config: Any, workdir: str, entry: str):
-  """Resolves and validates the job and checks the run directory; writes nothing."""
-  from gmlm import runs
+  """Resolves and validates the job and checks the run directory, writing nothing there; points
+  jax's persistent compilation cache at the config's directory (gmlm.compile_cache)."""
+  from gmlm import compile_cache, runs
 
   if not workdir:
     raise UserError(
@@ -100,6 +101,7 @@ def prepare(config: Any, workdir: str, entry: str):
   if validate is not None:
     validate(config)
   runs.check_workdir(workdir, config, getattr(module, "RESUMABLE_KEYS", ()))
+  compile_cache.enable(config)
   return module
 
 

@@ -2,7 +2,8 @@
 
   report = check(jax.jit(f), *args, dtype="float32", **static_kwargs)   # for ("cuda", "tpu")
   report.problems        # [] when the program is fit for the accelerator (see below)
-  c = cost(jax.jit(f), *args, **static_kwargs)                          # FLOPs, bytes, loops
+  c = cost(jax.jit(f), *args, platform="cuda", **static_kwargs)         # FLOPs, bytes, loops
+  matmul_flops(jax.jit(f), *args)        # the jaxpr's matmuls alone: what hand counts check
 
 `check` exports the function with `jax.export.export(fn, platforms=("cuda", "tpu"))`: JAX lowers
 it for each platform without the hardware. Arguments may be arrays or `jax.ShapeDtypeStruct`s;
@@ -16,8 +17,12 @@ sharded over 8 or 64 devices is lowered on one CPU. A report's problems:
     for bfloat16 or float32 (TPUs have no float64; GPUs run it at a fraction of the speed);
   - a bfloat16 path whose lowered module has no bfloat16 matmul (the compute dtype is ignored).
 
-`cost` is XLA's cost analysis of the compiled program (FLOPs, bytes accessed) with one fix: XLA
-counts a loop body once, whatever its trip count, so each `lax.scan` (and `lax.map`) body is
+`cost` is XLA's cost analysis of the *lowered* program (the module before compilation: every
+matmul is still a dot, on every platform; the analysis of a compiled GPU program does not count
+the matmuls lowered to cuBLAS calls, e.g. -1e-9 GFLOP for an 8192^3 dot on an H100), for the
+default backend or any `platform` (lowered for "cuda" or "tpu" on this CPU, the same count).
+Its bytes are the unfused ops' operands and results: an upper bound on memory traffic. One fix:
+XLA counts a loop body once, whatever its trip count, so each `lax.scan` (and `lax.map`) body is
 costed apart and counted `length` times (recursively). A `while_loop`'s trip count is data
 dependent: its body is counted once, and `Cost.while_loops` says how many there are.
 """
@@ -178,7 +183,7 @@ def check(
 @dataclasses.dataclass(frozen=True)
 class Cost:
   flops: float
-  bytes: float  # bytes accessed, as XLA's cost analysis counts them (after fusion)
+  bytes: float  # bytes accessed by the unfused lowered ops (an upper bound on memory traffic)
   while_loops: int = 0  # data-dependent loops whose body is counted once
 
   def __add__(self, other: "Cost") -> "Cost":
@@ -190,17 +195,26 @@ class Cost:
     return Cost(self.flops * k, self.bytes * k, int(self.while_loops * k))
 
 
-def _analysis(compiled) -> Cost:
-  analysis = compiled.cost_analysis()
+def _analysis(stage) -> Cost:
+  """FLOPs and bytes of XLA's cost analysis of a Lowered (or Compiled) stage."""
+  analysis = stage.cost_analysis()
   analysis = analysis[0] if isinstance(analysis, (list, tuple)) else (analysis or {})
   return Cost(float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
 
 
-def _xla_cost(closed) -> Cost:
-  """XLA's cost analysis of a closed jaxpr compiled for the default backend (loops once)."""
+def _lowered(fn: Callable, platform: str | None, *args, **kwargs):
+  """fn lowered (not compiled) at these arguments, for `platform` (None: the default backend)."""
+  traced = fn.trace(*args, **kwargs)
+  if platform is None:
+    return traced, traced.lower()
+  return traced, traced.lower(lowering_platforms=(platform,))
+
+
+def _lowered_cost(closed, platform: str | None) -> Cost:
+  """The lowered cost of a closed jaxpr (its loops once)."""
   fn = jcore.jaxpr_as_fun(closed)
   avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in closed.in_avals]
-  return _analysis(jax.jit(fn).lower(*avals).compile())
+  return _analysis(_lowered(jax.jit(fn), platform, *avals)[1])
 
 
 def _scans(jaxpr) -> Iterator[Any]:
@@ -213,21 +227,50 @@ def _scans(jaxpr) -> Iterator[Any]:
         yield from _scans(sub)
 
 
-def _with_scans(counted: Cost, jaxpr) -> Cost:
-  """XLA's cost `counted` of a jaxpr (each scan body once) -> with each outermost scan body's
-  own true cost counted `length` times instead: T = X + sum_s (length_s T(body_s) - X(body_s))."""
+def _copies(length: int, unroll: int | bool) -> int:
+  """How many copies of a scan's body its lowered module holds: the `unroll` steps of the loop
+  body and the length % unroll left over after the loop (all `length` when unroll >= length)."""
+  unroll = length if unroll is True else max(1, int(unroll))
+  return length if unroll >= length else unroll + length % unroll
+
+
+def _with_scans(counted: Cost, jaxpr, platform: str | None) -> Cost:
+  """XLA's cost `counted` of a jaxpr (each scan's lowered copies of its body once) -> with each
+  outermost scan body's own true cost counted `length` times instead:
+  T = X + sum_s (length_s T(body_s) - copies_s X(body_s))."""
   for eqn in _scans(jaxpr):
-    body = eqn.params["jaxpr"]
-    once = _xla_cost(body)
-    counted = counted + _with_scans(once, body.jaxpr) * eqn.params["length"] + once * -1
+    body, length = eqn.params["jaxpr"], eqn.params["length"]
+    once = _lowered_cost(body, platform)
+    copies = _copies(length, eqn.params.get("unroll", 1))
+    counted = counted + _with_scans(once, body.jaxpr, platform) * length + once * -copies
   return counted
 
 
-def cost(fn: Callable, *args, **kwargs) -> Cost:
-  """FLOPs and bytes accessed of one call of jitted `fn` on the default backend, every scan
-  counted at its length (module docstring). The whole program's analysis comes from
-  fn.lower(...).compile(), which reuses the executable of an earlier call with these shapes."""
-  jaxpr = fn.trace(*args, **kwargs).jaxpr.jaxpr
-  total = _with_scans(_analysis(fn.lower(*args, **kwargs).compile()), jaxpr)
+def cost(fn: Callable, *args, platform: str | None = None, **kwargs) -> Cost:
+  """FLOPs and bytes accessed of one call of jitted `fn`, from its lowered module for `platform`
+  ("cuda", "tpu", "cpu"; None: the default backend), every scan counted at its length (module
+  docstring). Nothing is compiled, so the count is the same on every platform."""
+  traced, lowered = _lowered(fn, platform, *args, **kwargs)
+  jaxpr = traced.jaxpr.jaxpr
+  total = _with_scans(_analysis(lowered), jaxpr, platform)
   whiles = sum(e.primitive.name == "while" for e in _eqns(jaxpr))
   return Cost(total.flops, total.bytes, whiles)
+
+
+def matmul_flops(fn: Callable, *args, **kwargs) -> float:
+  """2 x the multiply-adds of every dot_general in the jaxpr of jitted `fn` at these arguments,
+  scan bodies counted at their lengths (while bodies once): the matmul inventory a hand count of
+  a model's FLOPs is checked against, exactly, on any platform."""
+  return float(_dot_flops(fn.trace(*args, **kwargs).jaxpr.jaxpr))
+
+
+def _dot_flops(jaxpr) -> int:
+  total = 0
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "dot_general":
+      (contract, _), _ = eqn.params["dimension_numbers"]
+      lhs, out = eqn.invars[0].aval, eqn.outvars[0].aval
+      total += 2 * int(np.prod(out.shape)) * int(np.prod([lhs.shape[i] for i in contract]))
+    times = eqn.params["length"] if eqn.primitive.name == "scan" else 1
+    total += times * sum(_dot_flops(sub) for sub in _sub_jaxprs(eqn))
+  return total

@@ -5,6 +5,13 @@ All run thousands of chains at once (batched over the leading axis), step with a
 `lax.scan`, and can shard the chains over a device mesh axis. Step t uses the key
 `fold_in(key, t)`, so the same key gives the same chains on 1 or 8 devices, and a run split
 into pieces (start_step) equals one run in a single piece.
+
+On an accelerator a step of small chains (N = 10) is a few microseconds of work, so a loop of one
+update per iteration is launch-bound (~15 us a step on an H100 for 65,536 chains): the scans
+run `unroll` steps per loop iteration (lax.scan's unroll; the key of step t is still
+fold_in(key, t), so the chains do not depend on it). The default, `default_unroll()`, is UNROLL
+on an accelerator and 1 on a CPU, where a loop iteration costs little and unrolling measured
+slower (N = 10, 4,096 chains: 19 us a step at 1, 25 at 8; 2026-11-27).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from ising.model import Ising, block_configs, check_block_size
 Method = Literal["gibbs", "parallel"]
 METHODS = ("gibbs", "parallel")
 SPIN_VALUES = jnp.array([-1, 1], jnp.int8)
+UNROLL = 8  # sampler steps per loop iteration (the module docstring)
 MAX_SEQUENTIAL_BLOCK = 8  # larger blocks: top-k of N uniforms (O(k^2) sequential draws cost more)
 
 
@@ -178,8 +186,21 @@ def _codec(method: Method, k: int, model: Ising):
   )
 
 
-@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "mesh"))
-def _run(key, model, x0_BN, start_step, *, num_steps, method, k, mesh):
+def default_unroll() -> int:
+  """Steps per loop iteration when a caller names none: UNROLL, or 1 on a CPU backend."""
+  return 1 if jax.default_backend() == "cpu" else UNROLL
+
+
+def _check_unroll(unroll: int | None) -> int:
+  if unroll is None:
+    return default_unroll()
+  if not isinstance(unroll, int) or unroll < 1:
+    raise ValueError(f"unroll must be an int >= 1 (steps per loop iteration), got {unroll!r}")
+  return unroll
+
+
+@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "mesh", "unroll"))
+def _run(key, model, x0_BN, start_step, *, num_steps, method, k, mesh, unroll=UNROLL):
   encode, step, decode, _ = _codec(method, k, model)
   c0 = encode(x0_BN)
   carry_sharding = batch_sharding(mesh, c0.ndim)  # chains over "data", whatever the encoding
@@ -187,7 +208,10 @@ def _run(key, model, x0_BN, start_step, *, num_steps, method, k, mesh):
   def body(c, t):
     return constrain(step(blocks.step_key(key, t), c), carry_sharding), None
 
-  c, _ = jax.lax.scan(body, constrain(c0, carry_sharding), start_step + jnp.arange(num_steps))
+  steps = start_step + jnp.arange(num_steps)
+  c, _ = jax.lax.scan(
+    body, constrain(c0, carry_sharding), steps, unroll=max(1, min(unroll, num_steps))
+  )
   return constrain(decode(c), batch_sharding(mesh, 2))
 
 
@@ -201,11 +225,14 @@ def sample(
   k: int = 1,
   start_step: int = 0,
   mesh: Mesh | None = None,
+  unroll: int | None = None,
 ) -> jax.Array:
   """Runs num_steps steps of the sampler from x0[B, N] in {-1,+1}; returns the final states.
 
   `start_step` continues a run: sample(.., n1 + n2) == sample(sample(.., n1), n2, start_step=n1).
+  `unroll`: steps per loop iteration (the same chains for every value; None: default_unroll()).
   """
+  unroll = _check_unroll(unroll)
   x0_BN = jnp.asarray(x0_BN, jnp.int8)
   _check_chains(model, x0_BN)
   if num_steps < 0:
@@ -214,12 +241,15 @@ def sample(
   if mesh is not None:
     x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
   return _run(
-    key, model, x0_BN, jnp.int32(start_step), num_steps=num_steps, method=method, k=k, mesh=mesh
-  )
+    key, model, x0_BN, jnp.int32(start_step), num_steps=num_steps, method=method, k=k, mesh=mesh,
+    unroll=unroll,
+  )  # fmt: skip
 
 
-@functools.partial(jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "mesh"))
-def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, mesh):
+@functools.partial(
+  jax.jit, static_argnames=("num_steps", "method", "k", "clique_size", "mesh", "unroll")
+)
+def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, mesh, unroll=UNROLL):
   encode, step, _, clique_up = _codec(method, k, model)
   c0 = encode(x0_BN)
   carry_sharding = batch_sharding(mesh, c0.ndim)
@@ -231,7 +261,10 @@ def _hitting(key, model, x0_BN, *, num_steps, method, k, clique_size, mesh):
     return (c, hit_B), None
 
   hit0_B = jnp.full(x0_BN.shape[:1], -1, jnp.int32)
-  (_, hit_B), _ = jax.lax.scan(body, (constrain(c0, carry_sharding), hit0_B), jnp.arange(num_steps))
+  carry = (constrain(c0, carry_sharding), hit0_B)
+  (_, hit_B), _ = jax.lax.scan(
+    body, carry, jnp.arange(num_steps), unroll=max(1, min(unroll, num_steps))
+  )
   return hit_B
 
 
@@ -245,9 +278,11 @@ def hitting_times_to_mode(
   method: Method = "gibbs",
   k: int = 1,
   mesh: Mesh | None = None,
+  unroll: int | None = None,
 ) -> jax.Array:
   """First step t in [1, num_steps] at which each chain is in R_1 (all clique spins +1, eq. 6);
-  -1 for chains that never get there within the budget."""
+  -1 for chains that never get there within the budget. `unroll`: as `sample`'s."""
+  unroll = _check_unroll(unroll)
   x0_BN = jnp.asarray(x0_BN, jnp.int8)
   _check_chains(model, x0_BN)
   if not 1 <= clique_size <= model.n:
@@ -256,8 +291,9 @@ def hitting_times_to_mode(
   if mesh is not None:
     x0_BN = jax.device_put(x0_BN, batch_sharding(mesh, 2))
   return _hitting(
-    key, model, x0_BN, num_steps=num_steps, method=method, k=k, clique_size=clique_size, mesh=mesh
-  )
+    key, model, x0_BN, num_steps=num_steps, method=method, k=k, clique_size=clique_size, mesh=mesh,
+    unroll=unroll,
+  )  # fmt: skip
 
 
 def random_states(key: jax.Array, num_chains: int, n: int) -> jax.Array:

@@ -138,3 +138,14 @@ def test_cost_counts_every_scan_iteration():
   c = lowering.cost(jax.jit(nested), jnp.ones((B, D)), jnp.ones((D, D)))
   assert c.flops == pytest.approx(15 * 2 * B * D * D, rel=0.01), c
   assert c.bytes >= 15 * 4 * D * D and c.while_loops == 0, c
+
+
+@pytest.mark.parametrize("unroll", [1, 3, 4, 7, True])
+def test_cost_counts_an_unrolled_scan_at_its_length(unroll):
+  """An unrolled scan's lowered module holds several copies of its body (unroll in the loop,
+  length % unroll after it): still 7 matmuls, whatever the unroll, for CUDA as for this CPU."""
+  B, D = 16, 64
+  f = lambda x, w: jax.lax.scan(lambda g, _: (g @ w, None), x, None, length=7, unroll=unroll)[0]
+  for platform in ("cuda", None):
+    c = lowering.cost(jax.jit(f), jnp.ones((B, D)), jnp.ones((D, D)), platform=platform)
+    assert c.flops == pytest.approx(7 * 2 * B * D * D, rel=0.01), (unroll, platform, c)

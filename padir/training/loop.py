@@ -42,7 +42,7 @@ from padir.evaluation import curves
 from padir.evaluation import translation as evaluate
 from padir.model import losses, restore
 from padir.model import transformer as model_lib
-from padir.training import optim, warm_start
+from padir.training import optim, throughput, warm_start
 from padir.training import sharding as sharding_lib
 
 
@@ -439,6 +439,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     )
   logging.info("model: %s, %d parameters", cfg, model_lib.count_params(model))
   train_step, eval_step = make_steps(config, state_shardings)
+  meter = throughput.StepMeter(config, cfg)  # step seconds, tokens/s, FLOPs and MFU in the log
 
   # Checkpoints: restore the latest if there is one.
   t = config.train
@@ -499,7 +500,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     disable=not t.progress_bar or jax.process_index() != 0,
   ) as bar:
     while step < stop_at:
-      batch = place(next(train_iter))
+      batch = place(meter.add(next(train_iter)))
       model.train()
       metrics = train_step(
         model,
@@ -519,6 +520,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
           **{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
           "learning_rate": float(schedule(step - 1)),
           "steps_per_second": n_sum / (time.time() - t_start),
+          **meter.window(time.time() - t_start),
         }
         if not np.isfinite(record["train_loss"]):
           raise FloatingPointError(f"non-finite training loss at step {step}: {record}")

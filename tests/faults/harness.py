@@ -20,7 +20,10 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Wall-clock measurements: the only fields of a resumed run allowed to differ.
-TIMING = ("seconds", "steps_per_second", "simulated_steps_per_second", "train_seconds")
+TIMING = (
+  "seconds", "steps_per_second", "simulated_steps_per_second", "train_seconds",
+  "step_seconds", "target_tokens_per_s", "mfu", "peak_flops",  # padir.training.throughput
+)  # fmt: skip
 
 _CHILD = """
 import pickle, sys

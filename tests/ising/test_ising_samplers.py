@@ -158,6 +158,32 @@ def test_same_key_same_chains_on_one_or_eight_devices(tmp_path):
 
 
 @pytest.mark.parametrize(
+  "n,method,k", [(7, "gibbs", 1), (7, "gibbs", 3), (20, "gibbs", 1), (20, "parallel", 1)]
+)  # Glauber on N = 7: the packed-state table; on N = 20: the update of one site
+def test_unrolled_scans_run_the_same_chains_as_one_step_per_iteration(n, method, k):
+  """Several steps per loop iteration (unroll: not a divisor of the length, or all of it)
+  change no chain and no hitting time: step t still uses fold_in(key, t)."""
+  model = random_model(n, 1)
+  x0 = samplers.random_states(jax.random.key(0), 256, n)
+  key = jax.random.key(3)
+  run = lambda unroll: np.asarray(
+    samplers.sample(key, model, x0, 13, method=method, k=k, unroll=unroll)
+  )
+  one = run(1)
+  assert np.any(one != np.asarray(x0))
+  for unroll in (4, 13):
+    np.testing.assert_array_equal(run(unroll), one, f"unroll={unroll}")
+  hits = lambda unroll: np.asarray(
+    samplers.hitting_times_to_mode(key, model, x0, 2, 13, method=method, k=k, unroll=unroll)
+  )
+  first = hits(1)
+  assert np.any(first > 0)
+  np.testing.assert_array_equal(hits(4), first)
+  with pytest.raises(ValueError, match="unroll must be an int >= 1"):
+    samplers.sample(key, model, x0, 3, unroll=0)
+
+
+@pytest.mark.parametrize(
   "kwargs,match",
   [
     (dict(k=5), "k=5"),

@@ -14,8 +14,9 @@ from gmlm import cli
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
 from padir.jobs import train as train_job
+from padir.model.transformer import ModelConfig
+from padir.training import flops, optim
 from padir.training import loop as training
-from padir.training import optim
 
 
 def _config(corpus_dir: str, steps: int, translate: bool = False):
@@ -47,6 +48,17 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tm
   assert [r["step"] for r in records if "train_loss" in r] == [2, 4]
   assert [r["step"] for r in records if "valid_loss" in r] == [4]
   assert all(np.isfinite(r["train_loss"]) for r in records if "train_loss" in r)
+  # Speed (padir.training.throughput): MFU is the window's FLOPs over its time and the peak; a
+  # step's FLOPs lie between the hand counts of the shortest and the longest batch shapes.
+  config = _config(toy_corpus, steps=4)
+  cfg = ModelConfig.from_run_config(config, config.data.vocab_size)  # the toy's vocabulary
+  B, S, T = config.train.batch_size, config.data.max_source_length, config.data.max_target_length
+  shortest = flops.step_flops(cfg, flops.run_step(config, (B, 1), (B, 1)))
+  longest = flops.step_flops(cfg, flops.run_step(config, (B, S), (B, T)))
+  for r in (r for r in records if "train_loss" in r):
+    assert r["mfu"] == pytest.approx(r["flops_per_step"] / r["step_seconds"] / r["peak_flops"])
+    assert shortest <= r["flops_per_step"] <= longest and 0 < r["mfu"] < 1, r
+    assert 0 < r["target_tokens_per_s"] * r["step_seconds"] <= B * T, r
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]
   assert os.path.isfile(os.path.join(workdir, "config.json"))
   # The TensorBoard event file, read as raw TFRecords and decoded with the Event protobuf,
