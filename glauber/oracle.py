@@ -68,13 +68,7 @@ def load_mlm(name: str, dtype: str = "float32", allow_pickle: bool = False) -> t
 def validate_model(config) -> None:
   """config.model (a preset name, HF id or directory; "" = "default"), config.dtype (the
   compute dtype) and config.allow_pickle, checked without loading anything."""
-  name = checks.get(config, "model")
-  checks.check(
-    isinstance(name, str),
-    "model",
-    name,
-    "must be 'default', a Hugging Face id or a local model directory",
-  )
+  checks.check_model_path(config, "model")
   checks.check_choice(config, "dtype", DTYPES)
   pickle = checks.get(config, "allow_pickle")
   checks.check(

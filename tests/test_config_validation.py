@@ -385,3 +385,39 @@ def test_allow_pickle_reaches_the_model_loader(name, job, tmp_path, monkeypatch)
   with pytest.raises(_Loaded) as info:
     importlib.import_module(job).run(config, str(tmp_path / "run"))
   assert info.value.args[0]["allow_pickle"] is True
+
+
+@pytest.mark.parametrize(
+  "name,key",
+  [
+    ("glauber", "embedding_model"),  # was refused only after the whole run (issue 41, 3)
+    ("glauber", "model"),
+    ("glauber_unmasking", "embedding_model"),
+    ("glauber_study", "topic_scorer"),
+    ("mlm_minilm", "model"),
+  ],
+)
+def test_a_model_path_that_names_nothing_is_refused_before_any_work(name, key, tmp_path):
+  config = base_config(name, tmp_path)
+  with_value(config, key, str(tmp_path / "no" / "such" / "dir"))
+  (tmp_path / "notes.txt").write_text("unrelated")
+  with pytest.raises(ConfigError, match=r"does not exist; give a directory") as info:
+    cli.prepare(config, str(tmp_path / "run"), "train.py" if name == "mlm_minilm" else "sample.py")
+  assert info.value.key == key and "notes.txt" not in str(info.value)
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["mlm_eval", "mlm_default"])
+def test_missing_offline_english_text_is_one_line_before_anything_is_written(
+  name, tmp_path, monkeypatch
+):
+  """gensim's data not installed (GLAUBER_GENSIM_DATA pointing at an empty directory): refused
+  with the pip command, not a FileNotFoundError after config.json is written (issue 41, 1)."""
+  from gmlm.checks import UserError
+
+  monkeypatch.setenv("GLAUBER_GENSIM_DATA", str(tmp_path / "empty"))
+  entry = "sample.py" if name == "mlm_eval" else "train.py"
+  with pytest.raises(UserError, match=r"not installed: gensim==4\.3\.3 .*pip install") as info:
+    cli.prepare(base_config(name, tmp_path), str(tmp_path / "run"), entry)
+  assert "\n" not in str(info.value)
+  assert not (tmp_path / "run").exists()

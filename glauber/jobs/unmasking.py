@@ -117,8 +117,9 @@ def exact_samplers(num_sites: int, steps) -> list[Sampler]:
 def validate(config) -> None:
   """Checks every key the job reads; loads nothing and writes nothing."""
   validate_model(config)
-  for key in ("exclude_pattern", "prompt", "embedding_model"):
+  for key in ("exclude_pattern", "prompt"):
     checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
+  checks.check_model_path(config, "embedding_model", presets=("minilm",))
   checks.check(bool(config.prompt.strip()), "prompt", config.prompt, "must be a non-empty text")
   n = checks.check_int(config, "num_sites", lo=1)
   checks.check_int(config, "num_chains", lo=1)
