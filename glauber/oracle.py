@@ -95,6 +95,35 @@ def position_limit(name: str) -> int | None:
   return loading.position_limit(name) if os.path.isdir(name) else None
 
 
+def vocab_size(name: str) -> int | None:
+  """config.model's vocabulary size when its config.json tells without loading it (the default
+  MLM, a local directory); None otherwise."""
+  import json
+  import os
+
+  from gmlm.nn import presets
+
+  try:
+    path = presets.minilm_dir() if name in ("", "default") else name
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+      v = json.load(f).get("vocab_size")
+  except (OSError, ValueError):
+    return None
+  return v if isinstance(v, int) and v > 0 else None
+
+
+def check_chain_memory(config, key: str) -> None:
+  """Refuses a chain count whose memory cannot fit this machine, before anything is allocated:
+  every step computes at least one site's logits over the vocabulary per chain (float32), a
+  lower bound of what the run needs (the model and its activations come on top)."""
+  vocab = vocab_size(config.model)
+  if vocab is not None:
+    count = config[key]
+    checks.check_memory(
+      key, count, 4.0 * count * vocab, f"{count} x {vocab} float32 logits per step, a lower bound"
+    )
+
+
 def check_sites(config, *keys: str) -> None:
   """Each key's number(s) of free sites plus [CLS] and [SEP] fit the model's positions (a prefix
   takes more: checked once the tokenizer is loaded). Loads nothing."""

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gmlm import runs
 from gmlm.checks import UserError
 from gmlm.runs import fault_point
 
@@ -95,6 +96,7 @@ class Checkpoints:
       {name: digest(v) for name, v in items.items() if not isinstance(v, Json)}
     )
     saved = self._manager.save(step, args=ocp.args.Composite(**args), force=force)
+    runs.last_step = max(step, runs.last_step or 0)
     fault_point("checkpoint_saving")
     if wait:
       self._manager.wait_until_finished()

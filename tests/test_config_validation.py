@@ -243,7 +243,10 @@ def test_every_job_refuses_a_workdir_holding_another_config(name, entry, tmp_pat
   other.seed = int(other.get("seed", 0)) + 1
   (workdir / "config.json").write_text(runs.dumps(other))
   before = (workdir / "config.json").read_bytes()
-  with pytest.raises(UserError, match=r"different config \(seed differ"):
+  seed = int(config.get("seed", 0))
+  with pytest.raises(
+    UserError, match=rf"different config \(seed differs: {seed + 1} there, {seed} now"
+  ):
     cli.prepare(config, str(workdir), entry)
   assert [f.name for f in workdir.iterdir()] == ["config.json"]
   assert (workdir / "config.json").read_bytes() == before
@@ -421,3 +424,29 @@ def test_missing_offline_english_text_is_one_line_before_anything_is_written(
     cli.prepare(base_config(name, tmp_path), str(tmp_path / "run"), entry)
   assert "\n" not in str(info.value)
   assert not (tmp_path / "run").exists()
+
+
+def test_too_many_chains_for_the_memory_is_refused_with_the_estimate(tmp_path):
+  """num_chains=10**12 was accepted and the run grew until the machine ran out (issue 41, 5)."""
+  config = base_config("glauber", tmp_path)
+  config.num_chains = 10**12
+  with pytest.raises(ConfigError, match=r"needs at least [\d,.]+ TiB of memory") as info:
+    cli.prepare(config, str(tmp_path / "run"), "sample.py")
+  assert info.value.key == "num_chains" and "this machine's" in str(info.value)
+  assert not (tmp_path / "run").exists()
+
+
+def test_a_prefix_too_long_for_the_model_is_echoed_cut_short_with_its_length():
+  from glauber.layout import Layout
+  from gmlm.checks import UserError
+
+  class Tokenizer:
+    cls_token_id, sep_token_id, mask_token_id = 1, 2, 3
+
+    def __call__(self, text, add_special_tokens=False):
+      return {"input_ids": [5] * len(text.split())}
+
+  prefix = "word " * 700
+  with pytest.raises(UserError, match=r"the prefix 'word word .*\.\.\. \(3500 characters\)") as e:
+    Layout.from_tokenizer(Tokenizer(), 4, prefix, 512)
+  assert len(str(e.value)) < 250

@@ -71,6 +71,7 @@ def validate(config) -> None:
     except UserError as e:
       raise checks.ConfigError("init_text", text, str(e)) from None
   checks.check_int(config, "num_chains", lo=1)
+  oracle.check_chain_memory(config, "num_chains")
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
   checks.check_multiple(config, "num_steps", "record_every")  # was rounded down silently

@@ -29,7 +29,7 @@ import time
 import jax
 import numpy as np
 
-from glauber import chains, init_states, unmasking
+from glauber import chains, init_states, oracle, unmasking
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.measures import exact, generation, semantic_drift
@@ -123,6 +123,7 @@ def validate(config) -> None:
   checks.check(bool(config.prompt.strip()), "prompt", config.prompt, "must be a non-empty text")
   n = checks.check_int(config, "num_sites", lo=1)
   checks.check_int(config, "num_chains", lo=1)
+  oracle.check_chain_memory(config, "num_chains")
   init_states.check_temperature(config)
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
