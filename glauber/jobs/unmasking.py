@@ -195,9 +195,11 @@ def full_mlm(config, rd: RunDir, model, tokenizer, lay: Layout) -> list[dict]:
   spec = chains.make_spec(cand, vocab, lay, config.temperature, config.top_k, config.top_p)
   trap_spec = chains.make_spec(cand, vocab, lay, config.trap_temperature)
   decode = lambda tokens_XN: tokenizer.batch_decode(np.asarray(tokens_XN))
+  from tqdm import tqdm
+
   embedder = []
   rows = []
-  for i, text in enumerate(config.samplers):
+  for i, text in enumerate(tqdm(config.samplers, desc="samplers (full MLM)", unit="sampler")):
 
     def compute(i=i, text=text):
       if not embedder:
@@ -267,8 +269,10 @@ def exact_part(config, rd: RunDir, model, lay: Layout, ids) -> dict:
     np.float64,
   )
   samplers = exact_samplers(config.exact_sites, config.exact_steps)
+  from tqdm import tqdm
+
   tables = []
-  for T in config.exact_temperatures:
+  for T in tqdm(config.exact_temperatures, desc="exact laws per T", unit="T"):
     tables.append(
       rd.cell(f"exact_T{T:g}", lambda T=T: laws_lib.measure_temperature(scores, T, samplers))
     )
