@@ -48,7 +48,9 @@ def validate(config) -> None:
   for key in ("exclude_special", "pad_text", "record_logprobs"):
     checks.check(isinstance(checks.get(config, key), bool), key, config[key], "must be True/False")
   _check_pattern(config, "exclude_pattern")
-  checks.check(isinstance(checks.get(config, "prefix"), str), "prefix", config.prefix, "a string")
+  checks.check(
+    isinstance(checks.get(config, "prefix"), str), "prefix", config.prefix, "must be a string"
+  )
   checks.check_model_path(config, "embedding_model")  # a missing one refused now, not at the end
   checks.check_int(config, "num_sites", lo=1)
   oracle.check_sites(config, "num_sites")
