@@ -8,7 +8,8 @@ A config names its job by module (`config.job = "glauber.jobs.sample"`); the mod
 `validate(config)` (and `RESUMABLE_KEYS`, the config keys that may change between the legs of
 one run). Before anything is loaded or written, the entry point checks that the job
 is one of its own, validates the whole config and checks the run directory
-(`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2.
+(`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2. Ctrl-C prints
+"interrupted at step S; rerun the same command to resume" and exits 130.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ measurements resumable cell by cell, `cells/*.json` (`RunDir.cell`). Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
 written (`check_workdir`), whether or not that run finished: resuming runs the same config,
-except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at).
+except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at). A
+running job holds an flock on `.lock` in its directory (released by the kernel when the process
+ends, however it ends); a second run there is refused, naming the first's process id.
 """
 
 from __future__ import annotations
