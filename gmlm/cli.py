@@ -235,6 +235,7 @@ def main(entry: str, argv: list[str] | None = None) -> None:
 
   def _main(rest):
     logging.set_verbosity(logging.WARNING)  # orbax and tfds log every file operation at INFO
+    logging.get_absl_logger().addFilter(_not_interrupted)
     if len(rest) > 1:
       _fail(f"unexpected arguments {rest[1:]}; flags look like --config.KEY=VALUE.")
     config, workdir = config_flag.value, workdir_flag.value
@@ -264,6 +265,11 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     _fail(str(e))
   except KeyboardInterrupt:  # Ctrl-C: what is on disk stays, and the same command resumes
     _interrupted()
+
+
+def _not_interrupted(record) -> bool:
+  """A log record that is not Ctrl-C's traceback (orbax logs one when it stops a save's wait)."""
+  return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt)
 
 
 def _interrupted() -> None:
