@@ -74,9 +74,9 @@ class Layout:
     if max_length is not None and lay.length > max_length:
       if lay.offset + 1 >= max_length:
         raise UserError(
-          f"the prefix {prefix!r} is {len(prefix_ids)} tokens: with [CLS] and "
+          f"the prefix {shorten(prefix)} is {len(prefix_ids)} tokens: with [CLS] and "
           f"[SEP] it leaves no room for free sites in the model's {max_length} "
-          "positions"
+          "positions; shorten it"
         )
       raise UserError(
         f"n = {num_sites} free sites + prefix ({len(prefix_ids)} tokens) + "
@@ -84,6 +84,13 @@ class Layout:
         f"positions; use n <= {max_length - lay.offset - 1}"
       )
     return lay
+
+
+def shorten(text: str, width: int = 60) -> str:
+  """repr(text), cut to about `width` characters with its length said when longer."""
+  if len(text) <= width:
+    return repr(text)
+  return f"{text[:width]!r}... ({len(text)} characters)"
 
 
 def max_sequence_length(model) -> int:

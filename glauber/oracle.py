@@ -68,13 +68,7 @@ def load_mlm(name: str, dtype: str = "float32", allow_pickle: bool = False) -> t
 def validate_model(config) -> None:
   """config.model (a preset name, HF id or directory; "" = "default"), config.dtype (the
   compute dtype) and config.allow_pickle, checked without loading anything."""
-  name = checks.get(config, "model")
-  checks.check(
-    isinstance(name, str),
-    "model",
-    name,
-    "must be 'default', a Hugging Face id or a local model directory",
-  )
+  checks.check_model_path(config, "model")
   checks.check_choice(config, "dtype", DTYPES)
   pickle = checks.get(config, "allow_pickle")
   checks.check(
@@ -99,6 +93,35 @@ def position_limit(name: str) -> int | None:
     except FileNotFoundError:
       return None
   return loading.position_limit(name) if os.path.isdir(name) else None
+
+
+def vocab_size(name: str) -> int | None:
+  """config.model's vocabulary size when its config.json tells without loading it (the default
+  MLM, a local directory); None otherwise."""
+  import json
+  import os
+
+  from gmlm.nn import presets
+
+  try:
+    path = presets.minilm_dir() if name in ("", "default") else name
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+      v = json.load(f).get("vocab_size")
+  except (OSError, ValueError):
+    return None
+  return v if isinstance(v, int) and v > 0 else None
+
+
+def check_chain_memory(config, key: str) -> None:
+  """Refuses a chain count whose memory cannot fit this machine, before anything is allocated:
+  every step computes at least one site's logits over the vocabulary per chain (float32), a
+  lower bound of what the run needs (the model and its activations come on top)."""
+  vocab = vocab_size(config.model)
+  if vocab is not None:
+    count = config[key]
+    checks.check_memory(
+      key, count, 4.0 * count * vocab, f"{count} x {vocab} float32 logits per step, a lower bound"
+    )
 
 
 def check_sites(config, *keys: str) -> None:

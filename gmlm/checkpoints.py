@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gmlm import runs
 from gmlm.checks import UserError
 from gmlm.runs import fault_point
 
@@ -55,6 +56,39 @@ def digest(tree: Any) -> str | None:
   return h.hexdigest()
 
 
+def _close_loops_after_their_tasks() -> None:
+  """orbax runs each restore on a fresh event loop and closes it as soon as the restore raises;
+  when one array of a damaged checkpoint fails, the reads of the others are still in flight and
+  TensorStore calls back into the closed loop, each callback printing an "Event loop is closed"
+  traceback. Here, when the coroutine raises, the loop runs its remaining tasks to their end
+  before it is closed."""
+  import asyncio
+
+  from orbax.checkpoint._src import asyncio_utils
+
+  if getattr(asyncio_utils, "_gmlm_drained", False):
+    return
+  if not hasattr(asyncio_utils, "_run_sync_via_new_loop"):
+    return  # another orbax version: its own loop handling applies
+
+  def run(coro):
+    loop = asyncio.new_event_loop()
+    try:
+      asyncio.set_event_loop(loop)
+      return loop.run_until_complete(coro)
+    except Exception:  # (Ctrl-C: the process ends at once anyway)
+      pending = asyncio.all_tasks(loop)
+      if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+      raise
+    finally:
+      asyncio.set_event_loop(None)
+      loop.close()
+
+  asyncio_utils._run_sync_via_new_loop = run
+  asyncio_utils._gmlm_drained = True
+
+
 class Checkpoints:
   """Numbered checkpoints in one directory (orbax CheckpointManager)."""
 
@@ -63,6 +97,7 @@ class Checkpoints:
   ):
     import orbax.checkpoint as ocp
 
+    _close_loops_after_their_tasks()
     self.directory = Path(directory).absolute()
     self._ocp = ocp
     self._manager = ocp.CheckpointManager(
@@ -95,6 +130,7 @@ class Checkpoints:
       {name: digest(v) for name, v in items.items() if not isinstance(v, Json)}
     )
     saved = self._manager.save(step, args=ocp.args.Composite(**args), force=force)
+    runs.last_step = max(step, runs.last_step or 0)
     fault_point("checkpoint_saving")
     if wait:
       self._manager.wait_until_finished()

@@ -148,6 +148,82 @@ def check_file(config: Any, key: str, *, optional: bool = False) -> str | None:
   return v
 
 
+def reads_as_path(name: str) -> bool:
+  """Whether a model name reads as a local path, never a hub id: it starts with . / ~, has two
+  slashes, ends in .gguf, or its first component exists here."""
+  path = Path(name).expanduser()
+  return (
+    path.suffix == ".gguf"
+    or name.count("/") > 1
+    or name.startswith((".", "/", "~"))
+    or (len(path.parts) > 1 and Path(path.parts[0]).is_dir())
+  )
+
+
+def missing_path(path: str | os.PathLike) -> str:
+  """'/abs/a/b does not exist' and, when the nearest existing parent holds names close to the
+  missing one, '; did you mean /abs/a/c?' (unrelated files are not listed)."""
+  import difflib
+
+  full = Path(os.path.abspath(Path(path).expanduser()))
+  text = f"{full} does not exist"
+  parent = next((p for p in full.parents if p.is_dir()), None)
+  if parent is None or parent == Path(full.anchor):
+    return text
+  wanted = full.relative_to(parent).parts[0]
+  try:
+    names = [e.name for e in parent.iterdir() if not e.name.startswith(".")]
+  except OSError:
+    return text
+  near = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+  if near:
+    text += "; did you mean " + " or ".join(str(parent / n) for n in near) + "?"
+  return text
+
+
+def check_model_path(config: Any, key: str, presets: Sequence[str] = ("default",)) -> str:
+  """A model key: a preset name, a hub id (looked up when it loads) or a local path, which must
+  exist (a directory, or a .gguf file); "" is allowed (the job's default or off)."""
+  v = get(config, key)
+  check(isinstance(v, str), key, v, "must be a model directory, a Hugging Face id or ''")
+  if v and v not in presets and reads_as_path(v):
+    path = Path(v).expanduser()
+    ok = path.is_dir() or (path.is_file() and path.suffix == ".gguf")
+    check(
+      ok,
+      key,
+      v,
+      f"{missing_path(v)}; give a directory holding config.json and the weights, a .gguf "
+      "file, or a Hugging Face id (owner/name)",
+    )
+  return v
+
+
+def memory_bytes() -> int | None:
+  """This machine's memory in bytes (MemTotal), or None where it cannot be read."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    return None
+
+
+def check_memory(key: str, value: Any, need: float, what: str) -> None:
+  """Refuses a size whose memory estimate `need` (bytes, a lower bound: `what` says of what)
+  exceeds this machine's memory, before anything is allocated."""
+  have = memory_bytes()
+  if have is not None and need > have:
+    raise ConfigError(
+      key,
+      value,
+      f"needs at least {_gib(need)} of memory ({what}), over this machine's {_gib(have)}; "
+      "use a smaller value",
+    )
+
+
+def _gib(n: float) -> str:
+  return f"{n / 2**30:,.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
+
+
 def read_text(path: str | os.PathLike, error: type[UserError] = UserError) -> str:
   """A UTF-8 text file, with universal newlines ("\\r\\n" and "\\r" read as "\\n"); invalid UTF-8
   raises `error` naming the file, the line and the byte."""

@@ -8,7 +8,8 @@ A config names its job by module (`config.job = "glauber.jobs.sample"`); the mod
 `validate(config)` (and `RESUMABLE_KEYS`, the config keys that may change between the legs of
 one run). Before anything is loaded or written, the entry point checks that the job
 is one of its own, validates the whole config and checks the run directory
-(`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2.
+(`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2. Ctrl-C prints
+"interrupted at step S; rerun the same command to resume" and exits 130.
 """
 
 from __future__ import annotations
@@ -107,8 +108,13 @@ def prepare(config: Any, workdir: str, entry: str):
 
 def run(config: Any, workdir: str, entry: str) -> Any:
   """Runs config's job in workdir as `entry` would (the entry points' body, for tests)."""
+  from gmlm import runs
+
   module = prepare(config, workdir, entry)
-  return module.run(config, workdir)
+  try:
+    return module.run(config, workdir)
+  finally:
+    runs.unlock_all()
 
 
 def config_docs(configs_dir: Path, entry: str) -> list[tuple[str, str]]:
@@ -192,12 +198,14 @@ def help_text(entry: str, configs_dir: Path) -> str:
 
 
 def _config_path(argv: list[str]) -> str | None:
+  """The --config file (the last one given, as absl reads it)."""
+  path = None
   for i, a in enumerate(argv):
     if a.startswith("--config="):
-      return a.split("=", 1)[1]
-    if a == "--config" and i + 1 < len(argv):
-      return argv[i + 1]
-  return None
+      path = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(argv):
+      path = argv[i + 1]
+  return path
 
 
 def main(entry: str, argv: list[str] | None = None) -> None:
@@ -229,17 +237,26 @@ def main(entry: str, argv: list[str] | None = None) -> None:
 
   def _main(rest):
     logging.set_verbosity(logging.WARNING)  # orbax and tfds log every file operation at INFO
+    logging.get_absl_logger().addFilter(_not_interrupted)
     if len(rest) > 1:
       _fail(f"unexpected arguments {rest[1:]}; flags look like --config.KEY=VALUE.")
     config, workdir = config_flag.value, workdir_flag.value
-    if print_config:
-      print(config_listing(path, config))
+    if print_config:  # the values as the run would see them, checked as the run would check them
+      print(config_listing(path, config, overridden(argv)))
+      try:
+        module = resolve_job(config, entry)
+        getattr(module, "validate", lambda config: None)(config)
+      except UserError as e:
+        _fail(str(e))
       return
+    from gmlm import runs
+
     try:
       module = prepare(config, workdir, entry)
       module.run(config, workdir)
     except UserError as e:
       _fail(str(e))
+    runs.unlock_all()
     written = ", ".join(sorted(p for p in os.listdir(workdir) if not p.startswith(".")))
     # stderr: a job may write its product to stdout (translations), and this line is a note
     print(f"Run directory {workdir}/: {written}", file=sys.stderr)
@@ -248,6 +265,28 @@ def main(entry: str, argv: list[str] | None = None) -> None:
     app.run(_main, argv=argv, flags_parser=_parse_flags)
   except UserError as e:
     _fail(str(e))
+  except KeyboardInterrupt:  # Ctrl-C: what is on disk stays, and the same command resumes
+    _interrupted()
+
+
+def _not_interrupted(record) -> bool:
+  """A log record that is not Ctrl-C's traceback (orbax logs one when it stops a save's wait)."""
+  return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt)
+
+
+def _interrupted() -> None:
+  """One line for Ctrl-C, then exit 130 at once: a kill at any point resumes (tests/faults), and
+  the interpreter's own shutdown under live checkpoint threads could crash or print tracebacks."""
+  from gmlm import runs
+
+  tqdm = sys.modules.get("tqdm")
+  for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+    bar.close()  # a progress bar's last repaint, before the line, not after it
+  at = "" if runs.last_step is None else f" at step {runs.last_step}"
+  print(f"interrupted{at}; rerun the same command to resume", file=sys.stderr)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(130)
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
@@ -261,8 +300,40 @@ def _parse_flags(argv: list[str]) -> list[str]:
     path = _config_path(argv)
     _fail(unknown_field(_load_config(path, entry), argv) or f"{_first_line(e)} ({path})")
   except (flags.Error, ValueError, TypeError) as e:
-    _fail(f"{_first_line(e)} (python {entry} --help lists the flags and configs).")
+    _fail(
+      conversion_error(str(e))
+      or f"{_first_line(e)} (python {entry} --help lists the flags and configs)."
+    )
+  except Exception as e:  # the config file itself (a syntax error, --config README.md)
+    _fail(f"--config={_config_path(argv)}: {type(e).__name__}: {_first_line(e)}")
   return []
+
+
+_KINDS = {"int": "an integer", "float": "a number", "bool": "True or False"}
+
+
+def conversion_error(message: str) -> str | None:
+  """`config.num_chains=abc: must be an integer` for absl's own message when an override's
+  value does not convert to the field's type (None for any other message)."""
+  m = re.match(r"flag --config\.([\w.]+)=(.*?): (.*)", " ".join(message.split()))
+  if not m:
+    return None
+  key, value, why = m.groups()
+  kind = next((k for k in _KINDS if f"for {k}()" in why or f"{k}()" in why), None)
+  if kind is None and "could not convert string to float" in why:
+    kind = "float"
+  if kind is None and re.search(r"\bbool", why):
+    kind = "bool"
+  if kind is None:
+    return f"config.{key}={value}: {why}"
+  return f"config.{key}={value}: must be {_KINDS[kind]}"
+
+
+def overridden(argv: list[str]) -> set[str]:
+  """The dotted keys a command line sets (--config.KEY=VALUE)."""
+  return {
+    a[len("--config.") :].split("=", 1)[0] for a in argv if a.startswith("--config.") and "=" in a
+  }
 
 
 def _first_line(e: Exception) -> str:
@@ -416,13 +487,16 @@ def _show(value: Any) -> str:
   return text if len(text) <= 60 else text[:57] + "..."
 
 
-def config_listing(path: str, config) -> str:
-  """A config's fields with their values (the file's defaults, or with the overrides applied)
-  and the comment each carries in its file."""
+def config_listing(path: str, config, overridden: set[str] = frozenset()) -> str:
+  """A config's fields with their values (the file's defaults, or with the overrides applied,
+  each marked `(set)`) and the comment each carries in its file."""
   file, _, arg = path.partition(":")
   file = Path(file)
   comments = field_comments(file, arg)
-  rows = [(k, "" if v is None else f" = {_show(v)}") for k, v in flat_fields(config)]
+  rows = [
+    (k, "" if v is None else f" = {_show(v)}" + (" (set)" if k in overridden else ""))
+    for k, v in flat_fields(config)
+  ]
   width = max((len(k) + len(v) for k, v in rows), default=0) + 2
   lines = textwrap.wrap(f"{path}: {purpose(file)}", 100, subsequent_indent="  ")
   lines += ["", "fields (override with --config.KEY=VALUE):"]

@@ -10,11 +10,14 @@ measurements resumable cell by cell, `cells/*.json` (`RunDir.cell`). Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
 written (`check_workdir`), whether or not that run finished: resuming runs the same config,
-except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at).
+except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at). A
+running job holds an flock on `.lock` in its directory (released by the kernel when the process
+ends, however it ends); a second run there is refused, naming the first's process id.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -30,8 +33,11 @@ CELLS = "cells"
 # What a job writes besides config.json (RunDir, Checkpoints, recording): a directory holding any
 # of them but no config.json is a run whose config is unknown, never taken over.
 RUN_FILES = (RESULTS, METRICS, REPORT, CELLS, "checkpoints", "trajectory", "tb")
+LOCK = ".lock"  # flock'ed by the process running in the directory; it holds that process's id
 _FAULT = os.environ.get("GMLM_FAULT", "")
 _fault_counts: dict[str, int] = {}
+_locks: dict[str, int] = {}  # run directory (real path) -> the open, locked descriptor of LOCK
+last_step: int | None = None  # the latest step logged or checkpointed (the Ctrl-C line names it)
 
 
 def fault_point(name: str) -> None:
@@ -101,8 +107,85 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 def differing_keys(old: Any, new: Any) -> list[str]:
   """The dotted keys whose values differ between two JSON-able configs."""
+  return sorted(differing_values(old, new))
+
+
+def differing_values(old: Any, new: Any) -> dict[str, tuple[Any, Any]]:
+  """{dotted key: (old value, new value)} where two JSON-able configs differ (a key one of them
+  lacks: `MISSING`)."""
   a, b = _flat(json.loads(dumps(old))), _flat(json.loads(dumps(new)))
-  return sorted(k.rstrip(".") for k in set(a) | set(b) if a.get(k, a) != b.get(k, b))
+  return {
+    k.rstrip("."): (a.get(k, MISSING), b.get(k, MISSING))
+    for k in set(a) | set(b)
+    if a.get(k, a) != b.get(k, b)
+  }
+
+
+MISSING = "(absent)"
+
+
+def _short(value: Any, width: int = 40) -> str:
+  text = value if value == MISSING else json.dumps(value)
+  return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _busy(path: Path) -> UserError:
+  try:
+    pid = (path / LOCK).read_text(encoding="utf-8").split()[0]
+  except (OSError, IndexError):
+    pid = "?"
+  return UserError(
+    f"--workdir {path} is in use by another run (process {pid}); wait for it to end, stop it "
+    "(kill " + pid + "), or use another --workdir. Two runs in one directory would overwrite "
+    "each other's checkpoints."
+  )
+
+
+def lock(workdir: str | os.PathLike) -> None:
+  """Takes the run directory's lock for this process (an flock on workdir/.lock, which the
+  kernel releases when the process ends, however it ends); UserError naming the process that
+  holds it. Taking it again in the same process is a no-op."""
+  path = Path(workdir)
+  key = os.path.realpath(path)
+  if key in _locks:
+    return
+  fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    os.close(fd)
+    raise _busy(path) from None
+  os.ftruncate(fd, 0)
+  os.write(fd, f"{os.getpid()}\n".encode())
+  _locks[key] = fd
+
+
+def unlock_all() -> None:
+  """Releases the run directories this process locked (a job that returned)."""
+  while _locks:
+    os.close(_locks.popitem()[1])
+
+
+def check_unlocked(workdir: str | os.PathLike) -> None:
+  """UserError when another process holds the run directory's lock; writes nothing."""
+  path = Path(workdir)
+  if os.path.realpath(path) in _locks or not (path / LOCK).is_file():
+    return
+  try:
+    fd = os.open(path / LOCK, os.O_RDONLY)
+  except OSError:
+    return
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    raise _busy(path) from None
+  finally:
+    os.close(fd)  # releases the probe's lock
+
+
+def _process_zero() -> bool:
+  """Only process 0 of a multi-process run (jax.distributed) writes and locks the directory."""
+  return os.environ.get("JAX_PROCESS_ID", "0").strip() in ("", "0")
 
 
 def check_writable(path: Path) -> None:
@@ -121,6 +204,16 @@ def check_writable(path: Path) -> None:
       f"--workdir {path}: {here} is not writable by this user (permissions or a read-only file "
       "system); pick a path you can write."
     )
+  if here != full:  # os.access says yes to root under /proc and /sys: try (and undo) a mkdir
+    probe = here / f".gmlm-probe-{os.getpid()}"
+    try:
+      probe.mkdir()
+      probe.rmdir()
+    except OSError as e:
+      raise UserError(
+        f"--workdir {path}: no directory can be made under {here} ({e.strerror}); pick a path "
+        "on a writable file system."
+      ) from None
 
 
 def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()) -> None:
@@ -131,6 +224,8 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
   if path.exists() and not path.is_dir():
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
   check_writable(path)
+  if _process_zero():
+    check_unlocked(path)
   old = path / CONFIG
   if not old.is_file():
     found = sorted(name for name in RUN_FILES if (path / name).exists())
@@ -142,14 +237,18 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
       )
     return
   try:
-    differ = differing_keys(json.loads(old.read_text(encoding="utf-8")), config)
+    values = differing_values(json.loads(old.read_text(encoding="utf-8")), config)
+    differ = [
+      f"{k} differs: {_short(a)} there, {_short(b)} now"
+      for k, (a, b) in sorted(values.items())
+      if k not in resumable
+    ]
   except ValueError:
-    differ = ["(unreadable config.json)"]
-  differ = [k for k in differ if k not in resumable]
+    differ = ["its config.json is unreadable"]
   if differ:
-    shown = ", ".join(differ[:4]) + (", ..." if len(differ) > 4 else "")
+    shown = "; ".join(differ[:3]) + (f"; {len(differ) - 3} more" if len(differ) > 3 else "")
     raise UserError(
-      f"--workdir {path} holds a run of a different config ({shown} differ; see {old}); "
+      f"--workdir {path} holds a run of a different config ({shown}; see {old}); "
       "resuming it with this config would mix two runs. Use a fresh --workdir, or rerun with "
       f"the config in {old} to resume that run."
     )
@@ -180,6 +279,7 @@ class RunDir:
     if not writer:
       return
     self.path.mkdir(parents=True, exist_ok=True)
+    lock(self.path)  # held until the job returns or the process ends
     new = config is not None and (
       not (self.path / CONFIG).is_file() or differing_keys(self.read_json(CONFIG), config)
     )
@@ -223,6 +323,8 @@ class RunDir:
     tensorboard, the numbers also go to the event file."""
     if not self.writer:
       return
+    global last_step
+    last_step = int(step)
     record = _to_jsonable({"step": int(step), **metrics})
     with open(self.path / name, "a", encoding="utf-8") as f:
       f.write(json.dumps(record) + "\n")

@@ -243,7 +243,10 @@ def test_every_job_refuses_a_workdir_holding_another_config(name, entry, tmp_pat
   other.seed = int(other.get("seed", 0)) + 1
   (workdir / "config.json").write_text(runs.dumps(other))
   before = (workdir / "config.json").read_bytes()
-  with pytest.raises(UserError, match=r"different config \(seed differ"):
+  seed = int(config.get("seed", 0))
+  with pytest.raises(
+    UserError, match=rf"different config \(seed differs: {seed + 1} there, {seed} now"
+  ):
     cli.prepare(config, str(workdir), entry)
   assert [f.name for f in workdir.iterdir()] == ["config.json"]
   assert (workdir / "config.json").read_bytes() == before
@@ -385,3 +388,65 @@ def test_allow_pickle_reaches_the_model_loader(name, job, tmp_path, monkeypatch)
   with pytest.raises(_Loaded) as info:
     importlib.import_module(job).run(config, str(tmp_path / "run"))
   assert info.value.args[0]["allow_pickle"] is True
+
+
+@pytest.mark.parametrize(
+  "name,key",
+  [
+    ("glauber", "embedding_model"),  # was refused only after the whole run (issue 41, 3)
+    ("glauber", "model"),
+    ("glauber_unmasking", "embedding_model"),
+    ("glauber_study", "topic_scorer"),
+    ("mlm_minilm", "model"),
+  ],
+)
+def test_a_model_path_that_names_nothing_is_refused_before_any_work(name, key, tmp_path):
+  config = base_config(name, tmp_path)
+  with_value(config, key, str(tmp_path / "no" / "such" / "dir"))
+  (tmp_path / "notes.txt").write_text("unrelated")
+  with pytest.raises(ConfigError, match=r"does not exist; give a directory") as info:
+    cli.prepare(config, str(tmp_path / "run"), "train.py" if name == "mlm_minilm" else "sample.py")
+  assert info.value.key == key and "notes.txt" not in str(info.value)
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["mlm_eval", "mlm_default"])
+def test_missing_offline_english_text_is_one_line_before_anything_is_written(
+  name, tmp_path, monkeypatch
+):
+  """gensim's data not installed (GLAUBER_GENSIM_DATA pointing at an empty directory): refused
+  with the pip command, not a FileNotFoundError after config.json is written (issue 41, 1)."""
+  from gmlm.checks import UserError
+
+  monkeypatch.setenv("GLAUBER_GENSIM_DATA", str(tmp_path / "empty"))
+  entry = "sample.py" if name == "mlm_eval" else "train.py"
+  with pytest.raises(UserError, match=r"not installed: gensim==4\.3\.3 .*pip install") as info:
+    cli.prepare(base_config(name, tmp_path), str(tmp_path / "run"), entry)
+  assert "\n" not in str(info.value)
+  assert not (tmp_path / "run").exists()
+
+
+def test_too_many_chains_for_the_memory_is_refused_with_the_estimate(tmp_path):
+  """num_chains=10**12 was accepted and the run grew until the machine ran out (issue 41, 5)."""
+  config = base_config("glauber", tmp_path)
+  config.num_chains = 10**12
+  with pytest.raises(ConfigError, match=r"needs at least [\d,.]+ TiB of memory") as info:
+    cli.prepare(config, str(tmp_path / "run"), "sample.py")
+  assert info.value.key == "num_chains" and "this machine's" in str(info.value)
+  assert not (tmp_path / "run").exists()
+
+
+def test_a_prefix_too_long_for_the_model_is_echoed_cut_short_with_its_length():
+  from glauber.layout import Layout
+  from gmlm.checks import UserError
+
+  class Tokenizer:
+    cls_token_id, sep_token_id, mask_token_id = 1, 2, 3
+
+    def __call__(self, text, add_special_tokens=False):
+      return {"input_ids": [5] * len(text.split())}
+
+  prefix = "word " * 700
+  with pytest.raises(UserError, match=r"the prefix 'word word .*\.\.\. \(3500 characters\)") as e:
+    Layout.from_tokenizer(Tokenizer(), 4, prefix, 512)
+  assert len(str(e.value)) < 250

@@ -60,9 +60,11 @@ def validate(config) -> None:
   oracle.check_sites(config, "num_sites", "mh_num_sites")
   checks.check_floats(config, "mh_temperatures", lo=0, lo_open=True)
   checks.check_int(config, "mh_num_chains", lo=1)
+  oracle.check_chain_memory(config, "mh_num_chains")
   checks.check_int(config, "mh_num_steps", lo=1)
   checks.check_float(config, "check_temperature", lo=0, lo_open=True)
   checks.check_int(config, "check_num_chains", lo=1)
+  oracle.check_chain_memory(config, "check_num_chains")
   checks.check_int(config, "check_burn_in", lo=1)
   checks.check_int(config, "check_records", lo=1)
   checks.check_int(config, "check_record_every", lo=1)
@@ -124,26 +126,28 @@ def mh_default(config, rd: RunDir, model, tokenizer, max_length: int) -> list[di
     x0_BL = init_states.from_text(tokenizer, lay, [config.init_text], config.mh_num_chains)
   except ValueError as e:
     raise UserError(f"config.init_text: {e}") from None
+  from tqdm import tqdm
+
   mesh = data_mesh(config.mh_num_chains)
   out = []
-  for T in config.mh_temperatures:
+  cells = [(T, energy) for T in config.mh_temperatures for energy in metropolis.ENERGIES]
+  for T, energy in tqdm(cells, desc="MH chains per T and energy", unit="cell"):
     spec = chains.make_spec(cand, vocab, lay, T)
-    for energy in metropolis.ENERGIES:
 
-      def compute():
-        key = jax.random.key(config.seed)
-        state, rec = _chains(key, model, spec, energy, x0_BL, config.mh_num_steps, mesh=mesh)
-        return {
-          "T": T,
-          "energy": energy,
-          "acceptance_rate": metropolis.acceptance_rate(state),
-          "move_rate": metropolis.move_rate(state),
-          "final_text": recording.decode(tokenizer, np.asarray(rec.tokens_RBN[-1, :1]))[0],
-        }
+    def compute():
+      key = jax.random.key(config.seed)
+      state, rec = _chains(key, model, spec, energy, x0_BL, config.mh_num_steps, mesh=mesh)
+      return {
+        "T": T,
+        "energy": energy,
+        "acceptance_rate": metropolis.acceptance_rate(state),
+        "move_rate": metropolis.move_rate(state),
+        "final_text": recording.decode(tokenizer, np.asarray(rec.tokens_RBN[-1, :1]))[0],
+      }
 
-      row = rd.cell(f"mh_default_T{T:g}_{energy}", compute)
-      rd.log_metrics(0, {"stage": "mh", **{k: v for k, v in row.items() if k != "final_text"}})
-      out.append(row)
+    row = rd.cell(f"mh_default_T{T:g}_{energy}", compute)
+    rd.log_metrics(0, {"stage": "mh", **{k: v for k, v in row.items() if k != "final_text"}})
+    out.append(row)
   return out
 
 
@@ -159,8 +163,10 @@ def mh_check(config, rd: RunDir, model, lay, ids, scores) -> list[dict]:
   weights_N = c ** np.arange(n - 1, -1, -1)
   every, burn_in = config.check_record_every, config.check_burn_in
   times = burn_in + every * (1 + np.arange(config.check_records))
+  from tqdm import tqdm
+
   out = []
-  for energy in metropolis.ENERGIES:
+  for energy in tqdm(metropolis.ENERGIES, desc="MH against the exact law", unit="energy"):
 
     def compute():
       gibbs = exact.gibbs_law(exact.energy(scores, energy), T)

@@ -12,6 +12,7 @@ import time
 from glauber.jobs import finished
 from glauber.mlm import english, evaluation
 from glauber.oracle import load_mlm, validate_model
+from glauber.stages import Need, require
 from gmlm import checks
 from gmlm.runs import RunDir, markdown_table
 
@@ -36,6 +37,19 @@ def validate(config) -> None:
   checks.check_int(config, "max_sentences", lo=0)
   checks.check_int(config, "batch_size", lo=1)
   checks.check_int(config, "seed", lo=0)
+  require(offline_needs(config))
+
+
+def offline_needs(config) -> list[Need]:
+  """The offline data the run reads (.whl/): the held-out English text, and the default MLM."""
+  from gmlm.nn import presets
+
+  out = [Need(english.GENSIM_WHEEL, english.data_dir, "the held-out English text")]
+  if config.model in ("", "default"):
+    out.append(
+      Need(presets.MINILM_WHEEL, presets.minilm_dir, "the default MLM", "--config.model=DIR")
+    )
+  return out
 
 
 def run(config, workdir: str) -> dict:

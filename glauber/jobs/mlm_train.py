@@ -47,6 +47,13 @@ def validate(config) -> None:
     checks.check_float(config, "lora_alpha", lo=0)  # 0 = the rank
   if checks.get(config, "data.path") != "english":
     checks.check_file(config, "data.path")
+  else:
+    from glauber.mlm import english
+    from glauber.stages import Need, require
+
+    require(
+      [Need(english.GENSIM_WHEEL, english.data_dir, "the English text", "--config.data.path=FILE")]
+    )
   checks.check_int(config, "data.min_chars", lo=0)
   checks.check_int(config, "data.max_lines", lo=0)
   checks.check_float(config, "data.eval_fraction", lo=0, hi=1, lo_open=True, hi_open=True)

@@ -48,8 +48,10 @@ def validate(config) -> None:
   for key in ("exclude_special", "pad_text", "record_logprobs"):
     checks.check(isinstance(checks.get(config, key), bool), key, config[key], "must be True/False")
   _check_pattern(config, "exclude_pattern")
-  for key in ("prefix", "embedding_model"):
-    checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
+  checks.check(
+    isinstance(checks.get(config, "prefix"), str), "prefix", config.prefix, "must be a string"
+  )
+  checks.check_model_path(config, "embedding_model")  # a missing one refused now, not at the end
   checks.check_int(config, "num_sites", lo=1)
   oracle.check_sites(config, "num_sites")
   if checks.check_choice(config, "init", INITS) == "text":
@@ -71,6 +73,7 @@ def validate(config) -> None:
     except UserError as e:
       raise checks.ConfigError("init_text", text, str(e)) from None
   checks.check_int(config, "num_chains", lo=1)
+  oracle.check_chain_memory(config, "num_chains")
   num_steps = checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "record_every", lo=1, hi=num_steps)
   checks.check_multiple(config, "num_steps", "record_every")  # was rounded down silently

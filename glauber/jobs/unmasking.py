@@ -29,7 +29,7 @@ import time
 import jax
 import numpy as np
 
-from glauber import chains, init_states, unmasking
+from glauber import chains, init_states, oracle, unmasking
 from glauber.jobs import finished
 from glauber.layout import Layout, max_sequence_length
 from glauber.measures import exact, generation, semantic_drift
@@ -117,11 +117,13 @@ def exact_samplers(num_sites: int, steps) -> list[Sampler]:
 def validate(config) -> None:
   """Checks every key the job reads; loads nothing and writes nothing."""
   validate_model(config)
-  for key in ("exclude_pattern", "prompt", "embedding_model"):
+  for key in ("exclude_pattern", "prompt"):
     checks.check(isinstance(checks.get(config, key), str), key, config[key], "must be a string")
+  checks.check_model_path(config, "embedding_model", presets=("minilm",))
   checks.check(bool(config.prompt.strip()), "prompt", config.prompt, "must be a non-empty text")
   n = checks.check_int(config, "num_sites", lo=1)
   checks.check_int(config, "num_chains", lo=1)
+  oracle.check_chain_memory(config, "num_chains")
   init_states.check_temperature(config)
   checks.check_int(config, "top_k", lo=0)
   checks.check_float(config, "top_p", lo=0, hi=1, lo_open=True)
@@ -193,9 +195,11 @@ def full_mlm(config, rd: RunDir, model, tokenizer, lay: Layout) -> list[dict]:
   spec = chains.make_spec(cand, vocab, lay, config.temperature, config.top_k, config.top_p)
   trap_spec = chains.make_spec(cand, vocab, lay, config.trap_temperature)
   decode = lambda tokens_XN: tokenizer.batch_decode(np.asarray(tokens_XN))
+  from tqdm import tqdm
+
   embedder = []
   rows = []
-  for i, text in enumerate(config.samplers):
+  for i, text in enumerate(tqdm(config.samplers, desc="samplers (full MLM)", unit="sampler")):
 
     def compute(i=i, text=text):
       if not embedder:
@@ -265,8 +269,10 @@ def exact_part(config, rd: RunDir, model, lay: Layout, ids) -> dict:
     np.float64,
   )
   samplers = exact_samplers(config.exact_sites, config.exact_steps)
+  from tqdm import tqdm
+
   tables = []
-  for T in config.exact_temperatures:
+  for T in tqdm(config.exact_temperatures, desc="exact laws per T", unit="T"):
     tables.append(
       rd.cell(f"exact_T{T:g}", lambda T=T: laws_lib.measure_temperature(scores, T, samplers))
     )

@@ -28,15 +28,16 @@ HELD_OUT_FRACTION = 0.1
 def data_dir() -> pathlib.Path:
   """gensim's test_data directory: $GLAUBER_GENSIM_DATA, ./.whl/gensim/..., or an installed gensim."""
   candidates = []
-  if os.environ.get("GLAUBER_GENSIM_DATA"):
+  if os.environ.get("GLAUBER_GENSIM_DATA"):  # when set, the only place looked at
     candidates.append(pathlib.Path(os.environ["GLAUBER_GENSIM_DATA"]))
-  root = pathlib.Path(__file__).resolve().parent.parent
-  candidates += [pathlib.Path(".whl/gensim/test/test_data"), root / ".whl/gensim/test/test_data"]
-  import importlib.util
+  else:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    candidates += [pathlib.Path(".whl/gensim/test/test_data"), root / ".whl/gensim/test/test_data"]
+    import importlib.util
 
-  spec = importlib.util.find_spec("gensim")
-  if spec is not None and spec.submodule_search_locations:
-    candidates.append(pathlib.Path(list(spec.submodule_search_locations)[0]) / "test/test_data")
+    spec = importlib.util.find_spec("gensim")
+    if spec is not None and spec.submodule_search_locations:
+      candidates.append(pathlib.Path(list(spec.submodule_search_locations)[0]) / "test/test_data")
   for c in candidates:
     if (c / WIKI_FILE).is_file() and (c / NEWS_FILE).is_file():
       return c

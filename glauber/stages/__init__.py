@@ -106,8 +106,13 @@ def needs(config, stages: tuple[Stage, ...]) -> list[Need]:
 
 def check_needs(config, stages: tuple[Stage, ...]) -> None:
   """One line naming every missing package and the pip command, before anything loads."""
+  require(needs(config, stages))
+
+
+def require(needs: list[Need]) -> None:
+  """UserError, one line naming every missing package of `needs` and the pip command."""
   missing = []
-  for need in needs(config, stages):
+  for need in needs:
     try:
       need.probe()
     except (FileNotFoundError, UserError):

@@ -293,6 +293,7 @@ def validate_scorer(config) -> None:
     "'embedding' (zero-shot by embedding similarity) or an NLI model id / directory "
     "(e.g. facebook/bart-large-mnli)",
   )
+  checks.check_model_path(config, "topic_scorer", presets=("embedding",))
   emb = checks.get(config, "embedding_model")
   checks.check(
     isinstance(emb, str) and bool(emb.strip()),
@@ -300,6 +301,7 @@ def validate_scorer(config) -> None:
     emb,
     "'minilm' (the offline all-MiniLM-L6-v2) or a sentence-encoder directory / id",
   )
+  checks.check_model_path(config, "embedding_model", presets=("minilm",))
 
 
 def validate_basins(config) -> None:

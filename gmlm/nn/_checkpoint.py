@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gmlm.checks import UserError
+from gmlm.checks import UserError, missing_path, reads_as_path
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -56,15 +56,10 @@ def resolve(
   if path.is_dir() or (path.is_file() and path.suffix == ".gguf"):
     return path
   name = str(name_or_path)
-  if (
-    path.suffix == ".gguf"
-    or name.count("/") > 1
-    or name.startswith((".", "/", "~"))
-    or (len(path.parts) > 1 and pathlib.Path(path.parts[0]).is_dir())
-  ):
+  if reads_as_path(name):
     raise ModelNotFoundError(
       f"{name!r} is neither an existing directory nor a Hugging Face model id (owner/name): "
-      f"{_missing(path)}. Pass a directory holding config.json and model.safetensors, or a "
+      f"{missing_path(path)}. Pass a directory holding config.json and model.safetensors, or a "
       ".gguf file."
     )
   import huggingface_hub  # Imported here: only hub ids need it.
@@ -87,7 +82,7 @@ def resolve(
       else "Check the id, your network and token, or pass a local directory."
     )
     raise ModelNotFoundError(
-      f"Could not find model {name!r}: it is not a local path ({_missing(path)}) and the Hub "
+      f"Could not find model {name!r}: it is not a local path ({missing_path(path)}) and the Hub "
       f"lookup failed: {type(e).__name__}: {_one_line(e)} {hint}"
     ) from e
   return pathlib.Path(snapshot)
@@ -97,18 +92,6 @@ def _one_line(e: Exception) -> str:
   """huggingface_hub's message on one line (its errors span several), ending in a period."""
   text = " ".join(str(e).split()).rstrip(".")
   return text + "." if text else ""
-
-
-def _missing(path: pathlib.Path) -> str:
-  """'/abs/a/b does not exist; /abs/a holds: x, y' (the nearest existing parent's entries)."""
-  full = pathlib.Path(os.path.abspath(path))
-  parent = next((p for p in full.parents if p.is_dir()), None)
-  text = f"{full} does not exist"
-  if parent is not None and parent != pathlib.Path(full.anchor):
-    entries = sorted(e.name + ("/" if e.is_dir() else "") for e in parent.iterdir())
-    shown = ", ".join(entries[:8]) + (", ..." if len(entries) > 8 else "") or "nothing"
-    text += f"; {parent} holds: {shown}"
-  return text
 
 
 def open_safetensors(file: pathlib.Path):

@@ -59,7 +59,10 @@ def test_print_config_shows_the_overrides_and_runs_nothing(tmp_path):
     "--print_config",
   )
   assert out.returncode == 0, out.stderr
-  assert re.search(r"^  num_sites = 3( +#.*)?$", out.stdout, re.M) and not (tmp_path / "w").exists()
+  assert (
+    re.search(r"^  num_sites = 3 \(set\)( +#.*)?$", out.stdout, re.M)
+    and not (tmp_path / "w").exists()
+  )
 
 
 def header(path) -> str:

@@ -196,7 +196,7 @@ def test_mistyped_relative_path_is_reported_missing_not_looked_up_on_the_hub(
   with pytest.raises(
     UserError,
     match=rf"{tmp_path / 'models' / 'bert'} does not exist; "
-    rf"{tmp_path / 'models'} holds: bert-tiny/",
+    rf"did you mean {tmp_path / 'models' / 'bert-tiny'}\?",
   ):
     gm.load(typo)
 
@@ -210,3 +210,11 @@ def test_hub_failure_also_says_the_name_is_not_a_local_path(tmp_path, monkeypatc
     r"exist.*\) and the Hub lookup failed",
   ):
     gm.load("someone/absent", cache_dir=str(tmp_path / "hub"))
+
+
+def test_a_missing_model_path_names_no_unrelated_file_of_its_parent(tmp_path):
+  (tmp_path / "notes.txt").write_text("unrelated")
+  (tmp_path / "data").mkdir()
+  with pytest.raises(FileNotFoundError, match="does not exist") as info:
+    gm.load(tmp_path / "nosuchmodel")
+  assert "notes.txt" not in str(info.value) and "data" not in str(info.value).split("exist")[1]

@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 
+from gmlm import runs
 from gmlm.checks import UserError
 from gmlm.runs import RunDir, check_workdir, markdown_table
 
@@ -67,7 +68,9 @@ def test_writes_are_atomic_and_follow_the_umask(tmp_path):
     os.umask(old)
   assert oct(p.stat().st_mode & 0o777) == oct(0o644)
   assert json.loads(p.read_text()) == {"x": 0.5, "y": [0, 1, 2], "z": "inf"}
-  assert [q.name for q in tmp_path.iterdir() if q.name.startswith(".")] == []  # no temp files
+  hidden = [q.name for q in tmp_path.iterdir() if q.name.startswith(".")]
+  assert hidden == [runs.LOCK]  # no temp files; the run's lock
+  runs.unlock_all()
   assert rd.read_results()["y"] == [0, 1, 2]
 
 
