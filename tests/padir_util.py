@@ -80,3 +80,22 @@ def benchmark_module(name: str):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+class Killed(Exception):
+  """A preemption, simulated by `checkpoints_killed_after`."""
+
+
+def checkpoints_killed_after(step: int):
+  """padir.training.loop's Checkpoints class, raising Killed right after the checkpoint at
+  `step` is on disk (monkeypatch it over training.Checkpoints)."""
+  from padir.training import loop as training
+
+  class KilledAfter(training.Checkpoints):
+    def save(self, s, items, **kwargs):
+      saved = super().save(s, items, **{**kwargs, "wait": True})
+      if s == step:
+        raise Killed
+      return saved
+
+  return KilledAfter

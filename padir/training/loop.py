@@ -40,7 +40,7 @@ from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import ctc, refinement
 from padir.evaluation import curves
 from padir.evaluation import translation as evaluate
-from padir.model import losses, restore
+from padir.model import dag, losses, restore
 from padir.model import transformer as model_lib
 from padir.training import early_stopping, optim, warm_start
 from padir.training import sharding as sharding_lib
@@ -192,6 +192,19 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         config.model.get("max_length_offset", 0),
         "a CTC model (model.ctc_upsample > 0) predicts no length: set it to 0",
       )
+  if _has(config, "model.dag_upsample") and checks.check_int(config, "model.dag_upsample", lo=0):
+    checks.check(
+      config.model.dag_upsample >= 2
+      and config.model.decoder == "nar"
+      and not config.model.get("ctc_upsample", 0)
+      and not config.model.get("max_length_offset", 0),
+      "model.dag_upsample",
+      config.model.dag_upsample,
+      "a DAG decoder needs k >= 2 vertices per source token, model.decoder='nar', no CTC "
+      "(model.ctc_upsample=0) and no length head (model.max_length_offset=0)",
+    )
+  if _has(config, "decode.dag_decoder"):
+    checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi"))
   if _has(config, "decode.blank_penalty"):
     checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
@@ -257,6 +270,8 @@ def loss_fn(
   glancing = None
   if schedule is not None and step is not None:
     glancing = losses.glancing_ratio(step, *schedule)
+  if model.cfg.dag_upsample:
+    return dag.dag_loss(model, batch, glancing=glancing, key=key)
   if model.cfg.ctc_upsample:
     return ctc.ctc_loss(
       model,

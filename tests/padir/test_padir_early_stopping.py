@@ -3,7 +3,7 @@ a hand count says on hand-made curves, and a training killed before its stop res
 stopping step and the same curve as one that was never killed."""
 
 import pytest
-from padir_util import tiny_run_config
+from padir_util import Killed, checkpoints_killed_after, tiny_run_config
 
 from gmlm.checks import ConfigError
 from gmlm.runs import RunDir
@@ -76,10 +76,6 @@ def test_early_stopping_needs_translation_during_training(toy_corpus):
     training.validate(c)
 
 
-class _Killed(Exception):
-  """A preemption, simulated right after the checkpoint at step 4 is on disk."""
-
-
 @pytest.mark.slow  # two short AR trainings with greedy translation at each evaluation
 def test_a_killed_run_resumes_to_the_same_stopping_step(toy_corpus, tmp_path, monkeypatch):
   straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "killed")
@@ -93,17 +89,10 @@ def test_a_killed_run_resumes_to_the_same_stopping_step(toy_corpus, tmp_path, mo
   assert evals[-1]["step"] == stop_step
   assert evals[_stop_index(bleus, 2)]["step"] == stop_step
 
-  class KilledAfterStep4(training.Checkpoints):
-    def save(self, step, items, **kwargs):
-      saved = super().save(step, items, **{**kwargs, "wait": True})
-      if step == 4:
-        raise _Killed
-      return saved
-
   assert stop_step > 4  # the kill comes before the stop
   with monkeypatch.context() as m:
-    m.setattr(training, "Checkpoints", KilledAfterStep4)
-    with pytest.raises(_Killed):
+    m.setattr(training, "Checkpoints", checkpoints_killed_after(4))
+    with pytest.raises(Killed):
       train_job.run(config, interrupted)
   resumed = train_job.run(config, interrupted)
   assert resumed["step"] == stop_step and resumed["early_stopped"] is True
