@@ -77,6 +77,9 @@ class ModelConfig:
   # k > 0: the nar decoder runs over floor(k x source) slots with CTC (padir.decoding.ctc); k = 0 or >= 1,
   # fractional allowed (1.5)
   ctc_upsample: float = 0
+  # K > ctc_upsample: in training each batch's ratio is the smallest of ctc_upsample, + 0.5, ..., K
+  # that fits all its targets (padir.decoding.ctc.batch_ratio); 0 = the fixed ratio
+  ctc_upsample_max: float = 0
   # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over k x source vertices
   # (padir.model.dag); 0 = off
   dag_upsample: int = 0
@@ -121,7 +124,7 @@ class ModelConfig:
     dag_upsample) = k the k max_source_length alignment slots if there are more."""
     if not self.ctc_upsample and not self.dag_upsample:
       return self.max_target_length
-    k = float(self.ctc_upsample or self.dag_upsample)
+    k = float(max(self.ctc_upsample, self.ctc_upsample_max) or self.dag_upsample)
     slots = math.floor(self.max_source_length * k + 1e-9)
     return max(self.max_target_length, slots)
 

@@ -205,6 +205,14 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
     )
   if _has(config, "decode.dag_decoder"):
     checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi"))
+  if _has(config, "model.ctc_upsample_max"):
+    k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
+    checks.check(
+      k_max == 0 or k_max >= config.model.get("ctc_upsample", 0) >= 1,
+      "model.ctc_upsample_max",
+      k_max,
+      "must be 0 (a fixed ratio) or at least model.ctc_upsample (a CTC model's)",
+    )
   if _has(config, "decode.blank_penalty"):
     checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
