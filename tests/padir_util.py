@@ -74,10 +74,12 @@ def benchmark_module(name: str):
   """A module of benchmarks/ (a benchmark's peer, not the library's), imported by path."""
   import importlib.util
   import pathlib
+  import sys
 
   path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
   spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
   module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses look their module up while it executes
   spec.loader.exec_module(module)
   return module
 
