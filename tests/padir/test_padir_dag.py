@@ -16,6 +16,7 @@ from padir_util import tiny_model, tiny_run_config
 from gmlm.checks import ConfigError
 from padir.data import tokenizer as tok
 from padir.decoding import dag as dag_decoding
+from padir.decoding import decoders
 from padir.jobs import train as train_job
 from padir.model import dag
 from padir.model.dag_links import NEG, LinkHead
@@ -240,3 +241,24 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
   last = train_job.run(c, str(tmp_path / "dag"))
   assert np.isfinite(last["train_loss"]) and "train_glance_revealed" in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
+
+
+def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
+  model = tiny_model(dag_upsample=2, max_source_length=8, max_target_length=8)
+  inputs = _batch()["inputs"]
+  inputs = jnp.pad(inputs, ((0, 0), (0, 2)))  # width 8, sources of 4 tokens
+  for strategy in dag_decoding.STRATEGIES:
+    want = np.asarray(dag_decoding.decode(model, inputs, strategy)["tokens"])
+    for trim in (0, 4):
+      fn = decoders.decode_fn(model, decoders.Decoder("d", "dag", trim=trim, dag_strategy=strategy))
+      tokens, _ = fn(inputs, jax.random.key(0))
+      assert np.asarray(tokens).tolist() == want.tolist()
+  with pytest.raises(ValueError, match="cannot decode a DAG model"):
+    decoders.decode_fn(model, decoders.Decoder("p", "padir"))
+  with pytest.raises(ValueError, match="needs a DAG model"):
+    decoders.decode_fn(tiny_model(), decoders.Decoder("d", "dag"))
+  assert [d.name for d in decoders.dag_decoders(trims=(0,))] == [
+    "dag-greedy",
+    "dag-lookahead",
+    "dag-viterbi",
+  ]
