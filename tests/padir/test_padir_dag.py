@@ -262,3 +262,14 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
     "dag-lookahead",
     "dag-viterbi",
   ]
+
+
+def test_the_evaluation_job_gives_a_dag_model_its_three_strategies():
+  from configs import padir_eval
+  from padir.jobs import evaluate as evaluate_job
+
+  config = padir_eval.get_config()
+  rows = evaluate_job.decoders(config, "nar", dag=True)
+  assert [(d.kind, d.dag_strategy, d.trim) for d in rows] == [
+    ("dag", s, config.trim) for s in dag_decoding.STRATEGIES
+  ]
