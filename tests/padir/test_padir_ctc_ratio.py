@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from padir_util import tiny_model
+from padir_util import tiny_model, tiny_run_config
 
+from gmlm.checks import ConfigError
 from padir.data import tokenizer as tok
 from padir.decoding import ctc
+from padir.training import loop as training
 
 
 @pytest.mark.parametrize("r", [1.0, 1.5, 2.0, 2.5, 3.0])
@@ -68,3 +70,12 @@ def test_the_loss_at_the_chosen_ratio_is_the_fixed_ratio_models_and_leaves_no_ro
   np.testing.assert_allclose(loss, loss_fixed, rtol=1e-5)
   base, aux_base = ctc.ctc_loss(tiny_model(ctc_upsample=1.0, **size), batch, num_stages=1)
   assert float(aux_base["ctc_infeasible"]) == 1.0
+
+
+def test_a_maximum_ratio_below_the_ratio_is_refused(toy_corpus):
+  c = tiny_run_config(toy_corpus, steps=2)
+  c.model.update(ctc_upsample=2.0, ctc_upsample_max=1.5)
+  with pytest.raises(ConfigError, match="model.ctc_upsample_max"):
+    training.validate(c)
+  c.model.ctc_upsample_max = 3.0
+  training.validate(c)
