@@ -8,16 +8,19 @@ ones above it in this list only (tests/test_layering.py checks it):
 - data: tokenizer (SentencePiece with fixed special ids), corpus (local corpora -> grain
   batches), tfds_corpus (a local corpus as array_record files; the only module that loads
   tensorflow_datasets), vocab (a config's vocabulary, trained once), bible (the offline en-es
-  corpus), synthetic (the synthetic tasks);
+  corpus), synthetic (the synthetic tasks), grammar (a family of reordering tasks from knobs);
 - model: transformer (flax.nnx encoder-decoder, length head, the AR KV cache), losses (noising
-  rule, multi-stage and AR losses), restore (a trained run's model for other code);
+  rule, multi-stage and AR losses), dag and dag_links (DA-Transformer's directed acyclic
+  decoder: path marginal, glancing, link head), restore (a trained run's model for other code);
 - decoding: refinement (PaDIR decoding: the released decoder's rules, options beyond them),
   autoregressive (greedy and beam AR), ctc (CTC over an upsampled decoder: loss, collapse,
-  decoding), decoders (the one interface: `Decoder`, `decode_fn`, trimmed decoding);
+  decoding), dag (greedy, lookahead and Viterbi paths of the DAG decoder), decoders (the one
+  interface: `Decoder`, `decode_fn`, trimmed decoding);
 - evaluation: metrics (SacreBLEU, chrF, stutter), translation (a split translated, validation
   loss and BLEU during training), curves (figure and report.md), stutter_attention (attention
   statistics of stutter vs other adjacent pairs), latency (latency and throughput of decoders);
-- training: loop (`fit(config, rd)`: the loop, checkpoints, resume; `validate`), optim
+- training: loop (`fit(config, rd)`: the loop, checkpoints, resume; `validate`), early_stopping
+  (the stopping rule on validation BLEU), optim
   (schedule, AdaFactor), sharding (logical axis rules / FSDP on the gmlm.core.mesh mesh),
   warm_start, distill (sequence-level distillation from the AR baseline);
 - jobs/train.py, jobs/distill.py: the jobs train.py runs; jobs/translate.py: sample.py's
@@ -36,7 +39,8 @@ Shape letters (array names end in them: `enc_BSD` is [batch, source length, mode
   W  beams per source (beam_size); E ranked extensions of the beams (2W); U the W finished
      slots and the E extensions together
   M  rows decoded together: B sources x G candidates, or x W beams
-  A  alignment slots of a CTC decoder (ctc): k x source positions
+  A  alignment slots of a CTC decoder (ctc), vertices of the DAG decoder (dag): k x source
+     positions; Z the same vertices as the target of an edge (dag links [B, A, Z])
   P  pairs of a corpus (corpus.bucket_batches), sentences of a split (latency, jobs/evaluate)
   X  samples of an attention statistic: adjacent position pairs, x 2 directions for the
      self-attention ones (attention)

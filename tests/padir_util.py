@@ -74,9 +74,30 @@ def benchmark_module(name: str):
   """A module of benchmarks/ (a benchmark's peer, not the library's), imported by path."""
   import importlib.util
   import pathlib
+  import sys
 
   path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
   spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
   module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses look their module up while it executes
   spec.loader.exec_module(module)
   return module
+
+
+class Killed(Exception):
+  """A preemption, simulated by `checkpoints_killed_after`."""
+
+
+def checkpoints_killed_after(step: int):
+  """padir.training.loop's Checkpoints class, raising Killed right after the checkpoint at
+  `step` is on disk (monkeypatch it over training.Checkpoints)."""
+  from padir.training import loop as training
+
+  class KilledAfter(training.Checkpoints):
+    def save(self, s, items, **kwargs):
+      saved = super().save(s, items, **{**kwargs, "wait": True})
+      if s == step:
+        raise Killed
+      return saved
+
+  return KilledAfter

@@ -152,3 +152,18 @@ def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_o
   assert re.search(r"\| paper \| .* \| 1\.00x \| \+0\.00 \|", out), out
   assert re.search(r"ratio vs paper  glancing\s+time \d+\.\d+x", out), out
   assert "peak RSS" in out
+
+
+@pytest.mark.slow  # six tiny trainings with early stopping, each with its compilations
+def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
+  out = run_benchmark("padir_family.py", "--tiny", timeout=900)
+  for task in ("sov", "mirror"):
+    assert re.search(
+      rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| [\d.]+ \|", out
+    )
+    for model in ("ctc", "dag"):
+      assert re.search(
+        rf"\| {task} \| {model} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
+        rf"\| \d+ \| ([\d.]+|-) \|",
+        out,
+      ), out

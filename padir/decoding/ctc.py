@@ -28,6 +28,11 @@ slot argmax and that alignment) slots, uniform among the row's slots, then read 
 token (the blank as [MASK], which is the blank) instead of the source token; the CTC loss of the
 stages runs from there over every slot (CTC scores whole alignments, so no slot is left out).
 
+A ratio per batch (`model.ctc_upsample_max` = K > k; off when 0): in training each batch runs
+over floor(r n) slots per source of n tokens, r the smallest of k, k + 0.5, ..., K for which
+every target of the batch fits (`batch_ratio`; K if none does), in a batch of floor(K S) slot
+positions (the same jitted step for every r: r is traced, `upsample_ratio`). Decoding uses k.
+
 A target that no alignment of its source's slots can produce (more tokens, plus one blank
 between each pair of equal neighbours, than slots) has probability 0: it is left out of the loss
 and counted (aux "ctc_infeasible"). Shape letters: padir/__init__.py; A alignment slots.
@@ -74,6 +79,31 @@ def upsample(inputs_BS: Array, k: float) -> Array:
     return jnp.repeat(inputs_BS, int(k), axis=1)
   repeats = slot_repeats(inputs_BS.shape[1], k)
   return jnp.repeat(inputs_BS, repeats, axis=1, total_repeat_length=int(repeats.sum()))
+
+
+RATIO_STEP = 0.5
+
+
+def upsample_ratio(inputs_BS: Array, r: Array, A: int) -> Array:
+  """[B, A] the slots of a traced ratio r >= 1 in A >= floor(r S) positions: source position i
+  gets slots floor(i r) .. floor((i + 1) r) - 1 (the layout of `upsample` for k = r), PAD after
+  floor(r S) and wherever the source is PAD."""
+  S = inputs_BS.shape[1]
+  ends_S = jnp.floor(jnp.arange(1, S + 1, dtype=jnp.float32) * r + 1e-4).astype(jnp.int32)
+  j_A = jnp.arange(A)
+  src_A = jnp.minimum((ends_S[None, :] <= j_A[:, None]).sum(-1), S - 1)
+  x_BA = jnp.take(inputs_BS, src_A, axis=1)
+  return jnp.where(j_A[None] < ends_S[-1], x_BA, tokenizer_lib.PAD_ID)
+
+
+def batch_ratio(inputs_BS: Array, targets_BT: Array, k: float, k_max: float) -> Array:
+  """The smallest r in k, k + RATIO_STEP, ..., k_max with floor(r n) >= needed_slots for every
+  row (n its source tokens), else the largest: a traced float32 scalar."""
+  grid_G = jnp.asarray(np.arange(k, k_max + 1e-9, RATIO_STEP), jnp.float32)
+  n_B = (inputs_BS != tokenizer_lib.PAD_ID).sum(-1)
+  slots_GB = jnp.floor(grid_G[:, None] * n_B[None] + 1e-4).astype(jnp.int32)
+  fits_G = (slots_GB >= needed_slots(targets_BT)[None]).all(-1)
+  return grid_G[jnp.where(fits_G.any(), jnp.argmax(fits_G), grid_G.shape[0] - 1)]
 
 
 def _slot_bias(V: int, blank_penalty: float = 0.0) -> np.ndarray:
@@ -231,9 +261,14 @@ def ctc_loss(
   inputs_BS, targets_BT = batch["inputs"], batch["targets"]
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   fixed = model.project_encoder(enc_BSD)
-  x_BA = upsample(inputs_BS, k)
-  slots_BA = x_BA != tokenizer_lib.PAD_ID
   aux, total = {}, 0.0
+  k_max = model.cfg.ctc_upsample_max
+  if k_max and k_max > k:
+    aux["ctc_ratio"] = batch_ratio(inputs_BS, targets_BT, k, k_max)
+    x_BA = upsample_ratio(inputs_BS, aux["ctc_ratio"], num_slots(inputs_BS.shape[1], k_max))
+  else:
+    x_BA = upsample(inputs_BS, k)
+  slots_BA = x_BA != tokenizer_lib.PAD_ID
   if glancing is not None:
     if key is None:
       raise ValueError("glancing draws its slots from a key: pass key=")

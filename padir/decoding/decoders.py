@@ -4,7 +4,8 @@ a jitted (inputs_BS, key) -> (tokens_BT, passes) function for a model.
 Kinds: PaDIR refinement (padir.decoding.refinement, num_steps passes at most, num_lengths length
 candidates; with trim, decoded at the batch's longest candidate: `Trimmed`, `OneCallTrimmed`),
 CTC decoding of a CTC model (padir.decoding.ctc; with trim, on sources cut to their width:
-`SourceTrimmed`), AR greedy, or AR beam search (padir.decoding.autoregressive). translate,
+`SourceTrimmed`), the greedy, lookahead or Viterbi path of a DAG model (padir.decoding.dag; trim
+as CTC's), AR greedy, or AR beam search (padir.decoding.autoregressive). translate,
 evaluation, distillation and the latency measurement (padir.evaluation.latency) all decode
 through it.
 """
@@ -22,6 +23,7 @@ from flax import nnx
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
 from padir.decoding import ctc, refinement
+from padir.decoding import dag as dag_decoding
 from padir.model import transformer as model_lib
 
 
@@ -46,6 +48,7 @@ class Decoder:
   blank_penalty: float = 0.0  # kind "ctc": lowers the blank's logit (padir.decoding.ctc.decode)
   source_trim: int = 0  # kinds "padir", "greedy", "beam": sources cut to their width (above)
   cache_window: int = 0  # kind "greedy": the KV cache grown k slots at a time (decode.greedy_ar)
+  dag_strategy: str = "lookahead"  # kind "dag": padir.decoding.dag.STRATEGIES
 
   @property
   def hypotheses(self) -> int:
@@ -53,10 +56,17 @@ class Decoder:
     return {"padir": self.options.num_candidates, "beam": self.beam_size}.get(self.kind, 1)
 
   def check(self, model: model_lib.Transformer) -> None:
-    wanted = "nar" if self.kind in ("padir", "ctc") else "ar"
-    if self.kind not in ("padir", "ctc", "greedy", "beam", "torch"):
+    wanted = "nar" if self.kind in ("padir", "ctc", "dag") else "ar"
+    if self.kind not in ("padir", "ctc", "dag", "greedy", "beam", "torch"):
       raise ValueError(
-        f"{self.name}: kind must be 'padir', 'ctc', 'greedy', 'beam' or 'torch', got {self.kind!r}"
+        f"{self.name}: kind must be 'padir', 'ctc', 'dag', 'greedy', 'beam' or 'torch', got "
+        f"{self.kind!r}"
+      )
+    if (self.kind == "dag") != bool(model.cfg.dag_upsample):
+      raise ValueError(
+        f"{self.name}: a {self.kind} decoder "
+        + ("needs" if self.kind == "dag" else "cannot decode")
+        + f" a DAG model (model.dag_upsample > 0); this one has {model.cfg.dag_upsample}"
       )
     if self.cache_window and self.kind != "greedy":
       raise ValueError(f"{self.name}: cache_window is for kind 'greedy', got kind {self.kind!r}")
@@ -99,6 +109,10 @@ def _beam(model, inputs_BS, beam_size):
 def _ctc(model, inputs_BS, num_passes, blank_penalty=0.0):
   out = ctc.decode(model, inputs_BS, num_passes, blank_penalty)
   return out["tokens"], out["passes"].mean()
+
+
+def _dag(model, inputs_BS, strategy):
+  return dag_decoding.decode(model, inputs_BS, strategy)["tokens"], jnp.float32(1)
 
 
 def pure_jit(fn: Callable, *models: nnx.Module) -> Callable:
@@ -237,6 +251,10 @@ def decode_fn(
     passes, penalty = decoder.passes, decoder.blank_penalty
     fn = pure_jit(lambda m, x, key: _ctc(m, x, passes, penalty), model)
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
+  if decoder.kind == "dag":
+    strategy = decoder.dag_strategy
+    fn = pure_jit(lambda m, x, key: _dag(m, x, strategy), model)
+    return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":
     options = decoder.options
     if decoder.trim and decoder.one_call:
@@ -291,6 +309,15 @@ def frontier_decoders(
     )
     for g in lengths
     for s in passes
+    for k in trims
+  ]
+
+
+def dag_decoders(trims: Sequence[int] = (0, 8)) -> list[Decoder]:
+  """A DAG model's rows: each strategy of padir.decoding.dag x source trim."""
+  return [
+    Decoder(f"dag-{s}" + (f"-trim{k}" if k else ""), "dag", trim=k, dag_strategy=s)
+    for s in dag_decoding.STRATEGIES
     for k in trims
   ]
 

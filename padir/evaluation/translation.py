@@ -17,6 +17,7 @@ from padir.data import corpus as data
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
 from padir.decoding import ctc, refinement
+from padir.decoding import dag as dag_decoding
 from padir.evaluation import metrics
 from padir.model import transformer as model_lib
 
@@ -29,6 +30,11 @@ def _refine(model, inputs_BS, key, options: refinement.RefineOptions):
 @functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
 def _ctc(model, inputs_BS, num_passes, blank_penalty):
   return ctc.decode(model, inputs_BS, num_passes, blank_penalty)["tokens"]
+
+
+@functools.partial(nnx.jit, static_argnames=("strategy",))
+def _dag(model, inputs_BS, strategy):
+  return dag_decoding.decode(model, inputs_BS, strategy)["tokens"]
 
 
 @nnx.jit
@@ -69,6 +75,7 @@ def translate(
   length_penalty: float = 0.6,
   decoder: str = "paper",
   blank_penalty: float = 0.0,
+  dag_decoder: str = "lookahead",
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
@@ -79,7 +86,8 @@ def translate(
   decoder "legacy", as our first decoder did (`refinement.legacy_options(remask_stutter)`,
   repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
   with padir.decoding.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
-  (num_lengths and decoder do not apply).
+  (num_lengths and decoder do not apply). A DAG model (model.dag_upsample) decodes with
+  padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead" or "viterbi").
   """
   legacy = decoder == "legacy"
   if legacy:
@@ -100,6 +108,8 @@ def translate(
       tokens_BT = _beam_search(model, jnp.asarray(inputs_BS), beam_size, length_penalty)
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
+    elif model.cfg.dag_upsample:
+      tokens_BT = _dag(model, jnp.asarray(inputs_BS), dag_decoder)
     elif model.cfg.ctc_upsample:
       tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps, float(blank_penalty))
     else:
@@ -252,6 +262,7 @@ def validation_translation(
     length_penalty=c.get("length_penalty", 0.6),
     decoder=c.get("decoder", "paper"),
     blank_penalty=c.get("blank_penalty", 0.0),
+    dag_decoder=c.get("dag_decoder", "lookahead"),
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

@@ -8,7 +8,8 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
   padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.decoding.ctc): at most each of
   padir_passes passes, on sources trimmed to multiples of `trim`, the blank's logit lowered by
-  ctc_blank_penalty, or chosen on the valid split from ctc_blank_penalty_grid; AR: greedy and
+  ctc_blank_penalty, or chosen on the valid split from ctc_blank_penalty_grid; a DAG model
+  (padir.decoding.dag): its greedy, lookahead and Viterbi paths, no length scores; AR: greedy and
   beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.evaluation.metrics), mean decoder passes;
 - speed (padir.evaluation.latency.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
@@ -138,10 +139,13 @@ def decoders(
   kind: str,
   ctc: bool = False,
   blank_penalty: float | None = None,
+  dag: bool = False,
 ) -> list[decoding.Decoder]:
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
-  config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), or AR greedy
-  and beam."""
+  config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), a DAG model's
+  strategies (greedy, lookahead, Viterbi; source trim as config.trim), or AR greedy and beam."""
+  if dag:
+    return decoding.dag_decoders(trims=(config.trim,))
   if ctc:
     penalty = config.ctc_blank_penalty if blank_penalty is None else blank_penalty
     return [
@@ -244,7 +248,8 @@ def evaluate_checkpoint(
         num_passes=config.padir_passes[0],
       )
       penalty = choice["chosen"]
-  for i, dec in enumerate(decoders(config, kind, is_ctc, penalty)):
+  is_dag = bool(model.cfg.dag_upsample)
+  for i, dec in enumerate(decoders(config, kind, is_ctc, penalty, dag=is_dag)):
     fn = decoding.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)
@@ -275,10 +280,10 @@ def evaluate_checkpoint(
         ],
       }
     )
-    if kind == "nar" and i == 0 and not is_ctc:
+    if kind == "nar" and i == 0 and not is_ctc and not is_dag:
       attention_stats = analyse_attention(model, dec, inputs_PS, config, key)
   lengths = None
-  if kind == "nar":
+  if kind == "nar" and not is_dag:  # a DAG model's length is its path's: no length head to score
     lengths = evaluate.length_accuracy(
       model,
       tok,

@@ -16,6 +16,9 @@
 - Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
 - ctc_upsample = k > 0 (off by default): the `nar` decoder runs over k x source-length alignment
   slots and is trained with CTC (padir.decoding.ctc); its positional embeddings cover decoder_length.
+- dag_upsample = k >= 2 (off by default): the `nar` decoder runs over k x source-length vertices
+  of DA-Transformer's directed acyclic graph, with a link head (padir.model.dag_links) for the
+  transitions; trained by padir.model.dag, decoded by padir.decoding.dag.
 
 Paper size (6+6 layers, 8 heads, d=512, FFN 2048, 32k vocabulary): 67M parameters.
 Shape letters: the legend in padir/__init__.py (B batch, S source length with [LEN], T target
@@ -44,6 +47,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from padir.data import tokenizer as tokenizer_lib
+from padir.model import dag_links
 
 Array = jax.Array
 NEG_INF = -1e9
@@ -73,6 +77,12 @@ class ModelConfig:
   # k > 0: the nar decoder runs over floor(k x source) slots with CTC (padir.decoding.ctc); k = 0 or >= 1,
   # fractional allowed (1.5)
   ctc_upsample: float = 0
+  # K > ctc_upsample: in training each batch's ratio is the smallest of ctc_upsample, + 0.5, ..., K
+  # that fits all its targets (padir.decoding.ctc.batch_ratio); 0 = the fixed ratio
+  ctc_upsample_max: float = 0
+  # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over k x source vertices
+  # (padir.model.dag); 0 = off
+  dag_upsample: int = 0
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -110,11 +120,12 @@ class ModelConfig:
 
   @property
   def decoder_length(self) -> int:
-    """Decoder positions (learned embeddings): max_target_length, or with ctc_upsample = k the
-    k max_source_length alignment slots if there are more."""
-    if not self.ctc_upsample:
+    """Decoder positions (learned embeddings): max_target_length, or with ctc_upsample (or
+    dag_upsample) = k the k max_source_length alignment slots if there are more."""
+    if not self.ctc_upsample and not self.dag_upsample:
       return self.max_target_length
-    slots = math.floor(self.max_source_length * float(self.ctc_upsample) + 1e-9)
+    k = float(max(self.ctc_upsample, self.ctc_upsample_max) or self.dag_upsample)
+    slots = math.floor(self.max_source_length * k + 1e-9)
     return max(self.max_target_length, slots)
 
   @property
@@ -404,6 +415,8 @@ class Transformer(nnx.Module):
       rngs=rngs,
     )
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+    if cfg.dag_upsample:  # the DAG decoder's transitions between vertices (padir.model.dag)
+      self.dag_links = dag_links.LinkHead(cfg.d_model, cfg.num_heads, rngs=rngs)
 
   def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:
     x_BLD = self.embed_VD[...][tokens_BL] + pos_LD[None]
@@ -442,8 +455,9 @@ class Transformer(nnx.Module):
     enc_BSD: Array | None,
     enc_mask_BS: Array,
     fixed: tuple[LayerFixed, ...] | None = None,
-  ) -> Array:
-    """One decoder pass -> logits [B, T, V].
+    return_hidden: bool = False,
+  ) -> Array | tuple[Array, Array]:
+    """One decoder pass -> logits [B, T, V] (return_hidden: and the final states [B, T, D]).
 
     nar: hyp is the current hypothesis, PAD beyond its length; every position sees every
     non-PAD position. ar: hyp is [BOS] + target[:-1]; position t sees positions <= t.
@@ -464,7 +478,8 @@ class Transformer(nnx.Module):
     fixed = fixed or (None,) * len(self.decoder_layers)
     for layer, f in zip(self.decoder_layers, fixed):
       x_BTD = layer(x_BTD, pos_TD[None], enc_BSD, mask_BTT, mask_BTS, f)
-    return self._logits(self.decoder_norm(x_BTD))
+    h_BTD = self.decoder_norm(x_BTD)
+    return (self._logits(h_BTD), h_BTD) if return_hidden else self._logits(h_BTD)
 
   def project_encoder(self, enc_MSD: Array) -> tuple[LayerFixed, ...]:
     """Per decoder layer, the cross-attention keys and values of the encoder states (the

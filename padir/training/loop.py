@@ -40,9 +40,9 @@ from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import ctc, refinement
 from padir.evaluation import curves
 from padir.evaluation import translation as evaluate
-from padir.model import losses, restore
+from padir.model import dag, losses, restore
 from padir.model import transformer as model_lib
-from padir.training import optim, throughput, warm_start
+from padir.training import early_stopping, optim, throughput, warm_start
 from padir.training import sharding as sharding_lib
 
 
@@ -135,6 +135,13 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_int(config, key, lo=0)
   if _has(config, "train.stop_at_step"):
     checks.check_int(config, "train.stop_at_step", lo=0)
+  if _has(config, early_stopping.KEY) and checks.check_int(config, early_stopping.KEY, lo=0):
+    checks.check(
+      config.decode.num_examples > 0,
+      "decode.num_examples",
+      config.decode.num_examples,
+      f"early stopping ({early_stopping.KEY} > 0) reads the validation BLEU: must be > 0",
+    )
   checks.check_float(config, "train.peak_lr", lo=0, lo_open=True)
   checks.check_float(config, "train.min_lr", lo=0)
   if _has(config, "decode.beam_size"):
@@ -185,6 +192,27 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         config.model.get("max_length_offset", 0),
         "a CTC model (model.ctc_upsample > 0) predicts no length: set it to 0",
       )
+  if _has(config, "model.dag_upsample") and checks.check_int(config, "model.dag_upsample", lo=0):
+    checks.check(
+      config.model.dag_upsample >= 2
+      and config.model.decoder == "nar"
+      and not config.model.get("ctc_upsample", 0)
+      and not config.model.get("max_length_offset", 0),
+      "model.dag_upsample",
+      config.model.dag_upsample,
+      "a DAG decoder needs k >= 2 vertices per source token, model.decoder='nar', no CTC "
+      "(model.ctc_upsample=0) and no length head (model.max_length_offset=0)",
+    )
+  if _has(config, "decode.dag_decoder"):
+    checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi"))
+  if _has(config, "model.ctc_upsample_max"):
+    k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
+    checks.check(
+      k_max == 0 or k_max >= config.model.get("ctc_upsample", 0) >= 1,
+      "model.ctc_upsample_max",
+      k_max,
+      "must be 0 (a fixed ratio) or at least model.ctc_upsample (a CTC model's)",
+    )
   if _has(config, "decode.blank_penalty"):
     checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
@@ -250,6 +278,8 @@ def loss_fn(
   glancing = None
   if schedule is not None and step is not None:
     glancing = losses.glancing_ratio(step, *schedule)
+  if model.cfg.dag_upsample:
+    return dag.dag_loss(model, batch, glancing=glancing, key=key)
   if model.cfg.ctc_upsample:
     return ctc.ctc_loss(
       model,
@@ -492,6 +522,9 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   last: dict[str, Any] = {}
   sums, n_sum, t_start = {}, 0, time.time()
   stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
+  patience = t.get("early_stopping_patience", 0)
+  bleus = early_stopping.history(rd.metrics()) if patience else []  # resumed: the logged ones
+  stopped = early_stopping.state(bleus, patience).stop
   with tqdm.tqdm(
     total=t.num_train_steps,
     initial=step,
@@ -499,7 +532,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     unit="step",
     disable=not t.progress_bar or jax.process_index() != 0,
   ) as bar:
-    while step < stop_at:
+    while step < stop_at and not stopped:
       batch = place(meter.add(next(train_iter)))
       model.train()
       metrics = train_step(
@@ -533,9 +566,14 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         record = evaluate.validation_loss(eval_step, model, sources["valid"], tok, config, place)
         if config.decode.num_examples > 0:
           record.update(evaluate.validation_translation(model, sources["valid"], tok, config))
+        if patience:
+          bleus.append(record[early_stopping.METRIC])
+          es = early_stopping.state(bleus, patience)
+          record.update(early_stopping_wait=es.wait, early_stopped=es.stop)
+          stopped = es.stop
         rd.log_metrics(step, record)
         last.update(step=step, **record)
-      if step % t.checkpoint_every == 0 or step == stop_at:
+      if step % t.checkpoint_every == 0 or step == stop_at or stopped:
         save(step)
   ckpt.close()
   if rd.writer:

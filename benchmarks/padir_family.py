@@ -1,0 +1,320 @@
+"""AR and the PaDIR models on a family of reordering tasks (issue 43): one table of test BLEU,
+paired-bootstrap intervals against AR greedy, and training time.
+
+  python benchmarks/padir_family.py --workdir runs/padir_family [--tasks sov,vso,...] [--bible]
+      [--pairs 60000] [--steps 20000] [--patience 5] [--models ar,padir,ctc,dag] [--json OUT]
+  python benchmarks/padir_family.py --tiny       # tiny tasks and models, a few steps: a smoke run
+
+For each task of padir.data.grammar.FAMILY (--tasks; the six: SOV, VSO, the mirror language,
+OSV with clause fronting, VOS with fertility, and SOV with 30-40-word sentences) the corpus is
+written once to WORKDIR/data/TASK (--pairs training pairs, 512 validation, 1,024 test), and
+with --bible the offline Bible EN->ES pair (configs/padir_bible_en_es.py's data) is a task too.
+Every model trains from the synthetic configs' backbone (configs/padir_synthetic.py: 3+3 layers,
+d = 128) in WORKDIR/TASK/MODEL, with early stopping on validation BLEU
+(train.early_stopping_patience = --patience, evaluations every --eval-every steps, at most --steps
+steps), then translates the test split:
+- ar: configs/padir_synthetic_ar.py, greedy decoding (the reference);
+- padir: configs/padir_synthetic.py, the paper's refinement (its decoder);
+- ctc: configs/padir_synthetic_ctc.py with glancing over the best alignment (0.5 -> 0.3) and a
+  ratio per batch (2 -> at most 3 slots per source token), one pass;
+- dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
+  glancing on the best path (0.5 -> 0.3), lookahead decoding.
+Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
+same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
+and CPU seconds (user + system of this process over `fit`, validation decoding included), and
+"AR @ CPU": the AR's validation BLEU at the last evaluation it had reached after the model's CPU
+seconds (the AR's CPU seconds per step taken as constant), the comparison at equal CPU time.
+A killed benchmark rerun with the same arguments resumes each unfinished training (padir's
+checkpoints) and retrains nothing finished; the time columns then add up every leg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import resource
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import ml_collections  # noqa: E402
+
+from configs import (  # noqa: E402
+  padir_bible_en_es,
+  padir_synthetic,
+  padir_synthetic_ar,
+  padir_synthetic_ctc,
+)
+from gmlm.runs import markdown_table  # noqa: E402
+from padir.data import corpus as data  # noqa: E402
+from padir.data import grammar, vocab  # noqa: E402
+from padir.evaluation import curves, metrics  # noqa: E402
+from padir.evaluation import translation as evaluate  # noqa: E402
+from padir.model import restore  # noqa: E402
+from padir.training import loop as training  # noqa: E402
+
+MODELS = ("ar", "padir", "ctc", "dag")
+TIMING = "family_timing.json"
+HEADER = [
+  "task",
+  "model",
+  "test BLEU",
+  "vs AR greedy [95%]",
+  "steps",
+  "wall s",
+  "CPU s",
+  "AR @ CPU",
+]
+
+
+def cpu_seconds() -> float:
+  r = resource.getrusage(resource.RUSAGE_SELF)
+  return r.ru_utime + r.ru_stime
+
+
+def model_config(name: str, dag_upsample: int) -> ml_collections.ConfigDict:
+  """The training config of a model (module docstring), before the task's data."""
+  if name == "ar":
+    return padir_synthetic_ar.get_config()
+  if name == "padir":
+    return padir_synthetic.get_config()
+  c = padir_synthetic_ctc.synthetic_ctc(padir_synthetic.get_config())
+  c.loss.update(glancing_ratio=0.5, glancing_ratio_end=0.3)
+  if name == "ctc":
+    c.model.ctc_upsample_max = 3.0
+    return c
+  if name == "dag":
+    c.model.update(ctc_upsample=0, dag_upsample=dag_upsample)
+    c.decode.dag_decoder = "lookahead"
+    return c
+  raise ValueError(f"unknown model {name!r}: one of {MODELS}")
+
+
+def task_data(task: str, root: str, pairs: int, tiny: bool) -> dict:
+  """The data keys of a task (writing a family corpus once)."""
+  if task == "bible":
+    d = padir_bible_en_es.get_config().data
+    return {k: d[k] for k in ("corpus_dir", "prepare_bible", "source_lang", "target_lang")}
+  out = os.path.join(root, "data", task)
+  sizes = {"train": pairs, "valid": 64 if tiny else 512, "test": 32 if tiny else 1024}
+  if not os.path.isfile(os.path.join(out, "manifest.json")):
+    grammar.write_corpus(out, sizes, grammar.FAMILY[task], seed=0)
+  with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
+    manifest = json.load(f)
+  words = manifest["source_words"][1]
+  # Up to 2 pieces a word, fertility and agreement markers on the target side; a multiple of 8.
+  longest = -(-(2 * words * (1 + manifest["knobs"]["fertility"]) + 12) // 8) * 8
+  return {
+    "corpus_dir": out,
+    "prepare_bible": False,
+    "source_lang": "en",
+    "target_lang": "cx",
+    "max_source_length": int(longest),
+    "max_target_length": int(longest),
+  }
+
+
+def fit_vocabulary(config: ml_collections.ConfigDict) -> None:
+  """Trains the config's vocabulary once, lowered to the largest size SentencePiece allows on
+  the corpus when the asked size is too large (the size read from its error); the config then
+  names the size it has."""
+  while True:
+    try:
+      config.data.vocab_size = vocab.prepare_vocabulary(config).vocab_size
+      return
+    except Exception as e:  # pylint: disable=broad-except (SentencePiece's RuntimeError)
+      allowed = re.search(r"<= (\d+)", str(e))
+      if not allowed or int(allowed.group(1)) >= config.data.vocab_size:
+        raise
+      config.data.vocab_size = int(allowed.group(1))
+
+
+def run_config(
+  name: str, task: str, root: str, args: argparse.Namespace
+) -> ml_collections.ConfigDict:
+  c = model_config(name, args.dag_upsample)
+  c.data.update(task_data(task, root, args.pairs, args.tiny))
+  c.data.bucket_boundaries = ()
+  if task != "bible":
+    c.data.update(
+      vocab_size=args.vocab_size, vocab_path=os.path.join(root, "data", task, "spm.model")
+    )
+  c.train.update(
+    num_train_steps=args.steps,
+    stop_at_step=0,
+    eval_every=args.eval_every,
+    checkpoint_every=args.eval_every,
+    early_stopping_patience=args.patience,
+    progress_bar=False,
+  )
+  c.train.warmup_steps = min(c.train.warmup_steps, max(1, args.steps // 10))
+  c.train.log_every = min(c.train.log_every, args.eval_every)
+  c.loss.glancing_anneal_steps = min(c.loss.get("glancing_anneal_steps", 0), args.steps)
+  c.decode.update(num_examples=args.valid_sentences, batch_size=min(64, args.valid_sentences))
+  if args.tiny:
+    c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
+    c.train.update(batch_size=16, eval_batches=1)
+    c.decode.num_lengths = 2
+  fit_vocabulary(c)
+  return c
+
+
+def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Trains (or resumes, or finds finished) one run; its timing over every leg."""
+  rd = training.open_run(config, workdir)
+  timing = rd.read_json(TIMING) if os.path.isfile(os.path.join(workdir, TIMING)) else {}
+  try:
+    wall, cpu = time.time(), cpu_seconds()
+    training.fit(config, rd)
+    timing = {
+      "wall": timing.get("wall", 0.0) + time.time() - wall,
+      "cpu": timing.get("cpu", 0.0) + cpu_seconds() - cpu,
+    }
+    rd.write_json(TIMING, timing)
+  finally:
+    rd.close()
+  return timing
+
+
+def test_pairs(config: ml_collections.ConfigDict) -> tuple[list[str], list[str]]:
+  pairs = data.read_split(
+    config.data.corpus_dir, "test", config.data.source_lang, config.data.target_lang
+  )
+  return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+@dataclasses.dataclass
+class Row:
+  task: str
+  model: str
+  bleu: float
+  hypotheses: list[str]
+  steps: int
+  wall: float
+  cpu: float
+  evals: list[tuple[int, float]]  # (step, validation BLEU)
+  delta: str = "reference"
+  ar_at_cpu: str = ""
+
+
+def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> Row:
+  config = run_config(name, task, root, args)
+  workdir = os.path.join(root, task, name)
+  timing = train(config, workdir)
+  model, tok, trained = restore.load_model(workdir)
+  sources, references = test_pairs(trained)
+  c = trained.decode
+  hyps = evaluate.translate(
+    model,
+    tok,
+    sources,
+    jax.random.key(trained.seed),
+    batch_size=c.batch_size,
+    num_steps=c.num_steps,
+    num_lengths=c.num_lengths,
+    beam_size=1,
+    decoder=c.get("decoder", "paper"),
+    blank_penalty=c.get("blank_penalty", 0.0),
+    dag_decoder=c.get("dag_decoder", "lookahead"),
+  )
+  _, evals = curves.read_metrics(workdir)
+  bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
+  return Row(
+    task=task,
+    model=name,
+    bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
+    hypotheses=hyps,
+    steps=max(restore.checkpoint_steps(workdir)),
+    wall=timing["wall"],
+    cpu=timing["cpu"],
+    evals=bleus,
+  )
+
+
+def compare(rows: list[Row], references: list[str], target_lang: str, resamples: int) -> None:
+  """Fills each row's interval against the task's AR greedy and the AR's BLEU at equal CPU."""
+  ar = next((r for r in rows if r.model == "ar"), None)
+  if ar is None:
+    return
+  per_step = ar.cpu / max(ar.steps, 1)
+  for r in rows:
+    reached = [b for s, b in ar.evals if s * per_step <= r.cpu]
+    r.ar_at_cpu = f"{reached[-1]:.2f}" if reached else "-"
+    if r is ar:
+      continue
+    p = metrics.paired_bootstrap(r.hypotheses, ar.hypotheses, references, target_lang, resamples)
+    r.delta = f"{p.delta:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
+
+
+def table(rows: list[Row]) -> str:
+  body = [
+    [
+      r.task,
+      r.model,
+      f"{r.bleu:.2f}",
+      r.delta,
+      r.steps,
+      f"{r.wall:.0f}",
+      f"{r.cpu:.0f}",
+      r.ar_at_cpu,
+    ]
+    for r in rows
+  ]
+  return markdown_table(HEADER, body)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--workdir", default=None, help="runs and corpora (default: a temporary one)")
+  parser.add_argument("--tasks", default=",".join(grammar.FAMILY))
+  parser.add_argument("--bible", action="store_true", help="the Bible EN->ES pair as a task too")
+  parser.add_argument("--models", default=",".join(MODELS))
+  parser.add_argument("--pairs", type=int, default=60_000)
+  parser.add_argument("--steps", type=int, default=20_000, help="at most; early stopping ends it")
+  parser.add_argument("--eval-every", type=int, default=250)
+  parser.add_argument("--patience", type=int, default=5)
+  parser.add_argument("--valid-sentences", type=int, default=256)
+  parser.add_argument(
+    "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
+  )
+  parser.add_argument("--dag-upsample", type=int, default=3)
+  parser.add_argument("--resamples", type=int, default=1000)
+  parser.add_argument("--tiny", action="store_true", help="tiny tasks and models: a smoke run")
+  parser.add_argument("--json", default=None)
+  args = parser.parse_args(argv)
+  if args.tiny:
+    args.tasks, args.models = "sov,mirror", "ar,ctc,dag"
+    args.pairs, args.steps, args.eval_every, args.patience = 400, 30, 10, 2
+    args.valid_sentences, args.vocab_size, args.dag_upsample, args.resamples = 16, 160, 2, 100
+  tasks = [t for t in args.tasks.split(",") if t] + (["bible"] if args.bible else [])
+  models = [m for m in args.models.split(",") if m]
+  with tempfile.TemporaryDirectory() as scratch:
+    root = args.workdir or scratch
+    rows: list[Row] = []
+    for task in tasks:
+      task_rows = [run_model(name, task, root, args) for name in models]
+      config = run_config(models[0], task, root, args)
+      _, references = test_pairs(config)
+      compare(task_rows, references, config.data.target_lang, args.resamples)
+      rows += task_rows
+  if args.tiny:
+    print("tiny: tasks sov and mirror, AR / CTC / DAG of 1+1 layers (d = 32), at most 30 steps")
+  print(table(rows))
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(
+        [{k: v for k, v in dataclasses.asdict(r).items() if k != "hypotheses"} for r in rows],
+        f,
+        indent=2,
+      )
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

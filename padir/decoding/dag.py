@@ -1,0 +1,119 @@
+"""Decoding the directed acyclic decoder (padir.model.dag; Huang et al. 2022, Sec. 2.4).
+
+One decoder pass gives each vertex's token log-probabilities and the links; a translation is a
+path from the first live vertex with a token at each vertex, cut after its first EOS:
+- "greedy": at each vertex its argmax token, then the most probable next vertex,
+  argmax_u log E[v, u];
+- "lookahead": the same, the next vertex chosen with the token it would emit,
+  argmax_u (log E[v, u] + max_y log p(y | u));
+- "viterbi": the path from the first live vertex to the last with the largest
+  sum of log E over its edges + sum of max_y log p(y | vertex) over its vertices (the mode of
+  P(y, a | x) with each vertex's token at its argmax), by dynamic programming over the vertices;
+  no length normalisation (the variant of Shao et al. 2022 that divides by the length is not
+  here), nor beam search with a joint n-gram model (not built).
+Greedy and lookahead stop at EOS or at the last live vertex. Shape letters: padir/__init__.py;
+A vertices, Z the same vertices as the target of an edge.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from padir.data import tokenizer as tokenizer_lib
+from padir.decoding import refinement
+from padir.model import dag as dag_lib
+from padir.model import transformer as model_lib
+
+Array = jax.Array
+STRATEGIES = ("greedy", "lookahead", "viterbi")
+
+
+def _fit(tokens_BA: Array, max_len: int) -> Array:
+  """[B, max_len]: PAD after the first EOS, truncated or PAD-extended to max_len."""
+  eos_BA = tokens_BA == tokenizer_lib.EOS_ID
+  after_BA = (jnp.cumsum(eos_BA, axis=1) - eos_BA) > 0
+  tokens_BA = jnp.where(after_BA, tokenizer_lib.PAD_ID, tokens_BA)
+  A = tokens_BA.shape[1]
+  if A >= max_len:
+    return tokens_BA[:, :max_len]
+  return jnp.pad(tokens_BA, ((0, 0), (0, max_len - A)), constant_values=tokenizer_lib.PAD_ID)
+
+
+@struct.dataclass
+class Walk:
+  """Greedy / lookahead's state: the current vertex of each row and whether it has ended."""
+
+  v_B: Array
+  done_B: Array
+
+
+def walk(logp_BAV: Array, links_BAZ: Array, live_BA: Array, lookahead: bool = True) -> Array:
+  """[B, A] the tokens of the greedy (lookahead=False) or lookahead path, PAD after its end."""
+  token_BA = jnp.argmax(logp_BAV, -1).astype(jnp.int32)
+  score_BAZ = links_BAZ + (logp_BAV.max(-1)[:, None, :] if lookahead else 0.0)
+  next_BA = jnp.argmax(score_BAZ, -1).astype(jnp.int32)
+  last_B = live_BA.sum(-1) - 1
+  take = lambda x_BA, v_B: jnp.take_along_axis(x_BA, v_B[:, None], axis=1)[:, 0]
+
+  def step(w: Walk, _):
+    tok_B = take(token_BA, w.v_B)
+    out_B = jnp.where(w.done_B, tokenizer_lib.PAD_ID, tok_B)
+    done_B = w.done_B | (tok_B == tokenizer_lib.EOS_ID) | (w.v_B >= last_B)
+    return Walk(jnp.where(done_B, w.v_B, take(next_BA, w.v_B)), done_B), out_B
+
+  B, A = live_BA.shape
+  start = Walk(jnp.zeros((B,), jnp.int32), last_B < 0)
+  _, out_AB = jax.lax.scan(step, start, None, length=A)
+  return out_AB.T
+
+
+def viterbi(logp_BAV: Array, links_BAZ: Array, live_BA: Array) -> tuple[Array, Array, Array]:
+  """The best path of the module docstring: (its tokens [B, A] in path order, PAD after; the
+  vertices on it [B, A] as a mask; its score [B])."""
+  B, A = live_BA.shape
+  best_BA = logp_BAV.max(-1)
+  s_BA = jnp.full((B, A), dag_lib.NEG).at[:, 0].set(best_BA[:, 0])
+
+  def step(s_BA, u):
+    cand_BA = s_BA + jax.lax.dynamic_index_in_dim(links_BAZ, u, axis=2, keepdims=False)
+    s_BA = s_BA.at[:, u].set(cand_BA.max(-1) + best_BA[:, u])
+    return s_BA, jnp.argmax(cand_BA, -1).astype(jnp.int32)
+
+  s_BA, back_AB = jax.lax.scan(step, s_BA, jnp.arange(1, A))
+  last_B = live_BA.sum(-1) - 1
+  score_B = jnp.take_along_axis(s_BA, last_B[:, None], axis=1)[:, 0]
+
+  def back(v_B, x):
+    u, back_B = x
+    on_B = v_B == u
+    return jnp.where(on_B, back_B, v_B), on_B
+
+  _, on_AB = jax.lax.scan(back, last_B, (jnp.arange(1, A), back_AB), reverse=True)
+  on_BA = jnp.concatenate([jnp.ones((B, 1), bool), on_AB.T], axis=1) & live_BA
+  token_BA = jnp.argmax(logp_BAV, -1).astype(jnp.int32)
+  tokens_BA, _, _ = refinement.compact(token_BA, on_BA, jnp.zeros((B, A), jnp.float32))
+  return tokens_BA, on_BA, score_B
+
+
+def decode(
+  model: model_lib.Transformer, inputs_BS: Array, strategy: str = "lookahead"
+) -> dict[str, Array]:
+  """DAG decoding (module docstring): tokens [B, max_target_length], PAD after the first EOS."""
+  if strategy not in STRATEGIES:
+    raise ValueError(f"the DAG decoding strategy must be one of {STRATEGIES}, got {strategy!r}")
+  k = model.cfg.dag_upsample
+  if not k:
+    raise ValueError("DAG decoding needs a model with dag_upsample >= 2")
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  x_BA = dag_lib.upsample(inputs_BS, k)
+  live_BA = x_BA != tokenizer_lib.PAD_ID
+  logp_BAV, links_BAZ = dag_lib.vertex_outputs(
+    model, x_BA, enc_mask_BS, model.project_encoder(enc_BSD)
+  )
+  if strategy == "viterbi":
+    tokens_BA = viterbi(logp_BAV, links_BAZ, live_BA)[0]
+  else:
+    tokens_BA = walk(logp_BAV, links_BAZ, live_BA, lookahead=strategy == "lookahead")
+  return {"tokens": _fit(tokens_BA, model.cfg.max_target_length)}

@@ -1,0 +1,275 @@
+"""DA-Transformer's directed acyclic decoder (padir.model.dag, padir.decoding.dag): the path
+marginal and the best path equal brute-force enumeration of every path on graphs of up to 8
+vertices, the decoders return the paths their rules define, glancing reveals the count its rule
+says on hand-made predictions, and a tiny model trains with a finite, decreasing loss."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from padir_util import tiny_model, tiny_run_config
+
+from gmlm.checks import ConfigError
+from padir.data import tokenizer as tok
+from padir.decoding import dag as dag_decoding
+from padir.decoding import decoders
+from padir.jobs import train as train_job
+from padir.model import dag
+from padir.model.dag_links import NEG, LinkHead
+from padir.training import loop as training
+
+V = 7
+
+
+def _graph(seed, live_counts, A=8):
+  """Random token log-probabilities [B, A, V] and links [B, A, A] (forward edges between live
+  vertices, each row a distribution), built without the code under test."""
+  rng = np.random.default_rng(seed)
+  B = len(live_counts)
+  live = np.arange(A)[None] < np.array(live_counts)[:, None]
+  logits = rng.normal(size=(B, A, V)) * 2
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  edge = np.triu(np.ones((A, A), bool), 1)[None] & live[:, None, :] & live[:, :, None]
+  scores = np.where(edge, rng.normal(size=(B, A, A)) * 2, -np.inf)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    links = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+  links = np.where(edge, links, NEG)
+  return logp.astype(np.float32), links.astype(np.float32), live
+
+
+def _paths(n, m):
+  """Every path 0 = a_1 < ... < a_m = n - 1 (m vertices)."""
+  if m == 1:
+    return [(0,)] if n == 1 else []
+  return [(0, *mid, n - 1) for mid in itertools.combinations(range(1, n - 1), m - 2)]
+
+
+def _score(logp, links, path, tokens):
+  s = sum(logp[v, y] for v, y in zip(path, tokens))
+  return s + sum(links[a, b] for a, b in zip(path, path[1:]))
+
+
+CASES = [([8, 8, 5, 3], [[1, 2, 3, 4, 1], [5, 6, 1, 0, 0], [2, 2, 1, 0, 0], [3, 3, 1, 0, 0]])]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_path_marginal_and_best_path_equal_enumeration(seed):
+  counts, targets = CASES[0]
+  rng = np.random.default_rng(10 + seed)
+  targets = np.array(targets)
+  targets = np.where(targets > 0, rng.integers(1, V, targets.shape), 0)  # random tokens, same shape
+  targets[np.arange(4), (targets > 0).sum(1) - 1] = tok.EOS_ID
+  logp, links, live = _graph(seed, counts)
+  ll = np.asarray(dag.path_logprob(jnp.asarray(logp), jnp.asarray(links), live, targets))
+  path, best = dag.best_path(jnp.asarray(logp), jnp.asarray(links), live, targets)
+  for b, n in enumerate(counts):
+    y = [t for t in targets[b] if t]
+    scores = {p: _score(logp[b], links[b], p, y) for p in _paths(n, len(y))}
+    assert len(scores) > 1 or n == 3  # more than one path to sum over
+    np.testing.assert_allclose(ll[b], np.logaddexp.reduce(list(scores.values())), rtol=1e-5)
+    argmax = max(scores, key=scores.get)
+    assert tuple(np.asarray(path)[b, : len(y)]) == argmax
+    np.testing.assert_allclose(best[b], scores[argmax], rtol=1e-5)
+
+
+def test_a_target_longer_than_its_vertices_is_infeasible_and_marked():
+  logp, links, live = _graph(0, [3, 8])
+  targets = np.array([[6, 2, 3, tok.EOS_ID], [3, 4, 5, tok.EOS_ID]])
+  ll = dag.path_logprob(jnp.asarray(logp), jnp.asarray(links), live, targets)
+  assert ll[0] < NEG / 2 and ll[1] > NEG / 2
+  assert dag.feasible(live, targets).tolist() == [False, True]
+
+
+def test_viterbi_decoding_returns_the_best_path_by_enumeration():
+  logp, links, live = _graph(3, [8, 6, 2, 1])
+  tokens, on, score = dag_decoding.viterbi(jnp.asarray(logp), jnp.asarray(links), live)
+  for b, n in enumerate([8, 6, 2, 1]):
+    every = [p for m in range(1, n + 1) for p in _paths(n, m)]
+    best_tok = logp[b].argmax(-1)
+    scores = {p: _score(logp[b], links[b], p, best_tok[list(p)]) for p in every}
+    argmax = max(scores, key=scores.get)
+    assert tuple(np.flatnonzero(np.asarray(on)[b])) == argmax
+    np.testing.assert_allclose(score[b], scores[argmax], rtol=1e-5)
+    assert np.asarray(tokens)[b, : len(argmax)].tolist() == best_tok[list(argmax)].tolist()
+
+
+@pytest.mark.parametrize("lookahead", [False, True])
+def test_greedy_and_lookahead_follow_their_rule(lookahead):
+  logp, links, live = _graph(4, [8, 5])
+  logp[0, 3, tok.EOS_ID] = 5.0  # vertex 3 of row 0 emits EOS if the walk reaches it
+  out = np.asarray(dag_decoding.walk(jnp.asarray(logp), jnp.asarray(links), live, lookahead))
+  for b, n in enumerate([8, 5]):
+    v, expected = 0, []
+    while True:  # the rule, by hand
+      expected.append(int(logp[b, v].argmax()))
+      if expected[-1] == tok.EOS_ID or v == n - 1:
+        break
+      gain = links[b, v, :n] + (logp[b, :n].max(-1) if lookahead else 0.0)
+      v = int(np.argmax(np.where(np.arange(n) > v, gain, -np.inf)))
+    assert out[b, : len(expected)].tolist() == expected
+    assert (out[b, len(expected) :] == tok.PAD_ID).all()
+
+
+def _one_path_links(path, A):
+  """Links [1, A, A] of A live vertices where the edges of `path` are near-certain."""
+  links = np.full((1, A, A), NEG, np.float32)
+  for v in range(A - 1):
+    links[0, v, v + 1 :] = -9.0
+  for a, b in zip(path, path[1:]):
+    links[0, a, b] = -1e-3
+  return links, np.ones((1, A), bool)
+
+
+def test_on_a_graph_of_near_certain_links_every_decoder_finds_the_one_path():
+  """Links 0 -> 2 -> 5 -> 7 near-certain, tokens 8, 9, 10, EOS there: all three decoders
+  return that translation, and it is the Viterbi path by enumeration too."""
+  A, path, words = 8, (0, 2, 5, 7), (6, 6 + 2, 6 + 3, tok.EOS_ID)
+  logp = np.full((1, A, 12), -5.0, np.float32)
+  for v, w in zip(path, words):
+    logp[0, v, w] = 0.0
+  links, live = _one_path_links(path, A)
+  for strategy in ("greedy", "lookahead"):
+    out = dag_decoding.walk(jnp.asarray(logp), jnp.asarray(links), live, strategy == "lookahead")
+    assert np.asarray(out)[0, :4].tolist() == list(words)
+  tokens, on, _ = dag_decoding.viterbi(jnp.asarray(logp), jnp.asarray(links), live)
+  assert np.asarray(tokens)[0, :4].tolist() == list(words)
+  assert np.flatnonzero(np.asarray(on)[0]).tolist() == list(path)
+
+
+def test_glancing_reveals_ratio_times_the_wrong_tokens_on_the_best_path():
+  """Best path 0 -> 2 -> 5 -> 7 (near-certain links); the argmax tokens there are right at two
+  of the four target positions: ratio 0.5 reveals floor(0.5 x 2) = 1 vertex, ratio 1 both
+  wrong ones' count (2), each a path vertex holding its target token."""
+  A, path = 8, (0, 2, 5, 7)
+  target = np.array([[6, 7, 8, tok.EOS_ID, 0]])
+  predicted = (6, 11, 11, tok.EOS_ID)  # positions 2 and 3 (0-based 1, 2) wrong
+  logp = np.full((1, A, 12), -5.0, np.float32)
+  for v, w, y in zip(path, predicted, target[0]):
+    logp[0, v, w] = -0.1
+    logp[0, v, y] = max(logp[0, v, y], -2.0)  # the target still likelier here than elsewhere
+  links, live = _one_path_links(path, A)
+  x = np.full((1, A), 20, np.int32)
+  best, _ = dag.best_path(jnp.asarray(logp), jnp.asarray(links), live, target)
+  assert np.asarray(best)[0, :4].tolist() == list(path)
+  for ratio, count in ((0.0, 0), (0.5, 1), (1.0, 2)):
+    for seed in range(4):
+      new, revealed = dag.glance(
+        jax.random.key(seed), jnp.asarray(logp), jnp.asarray(links), live, target, x, ratio
+      )
+      new, revealed = np.asarray(new)[0], np.asarray(revealed)[0]
+      assert revealed.sum() == count
+      for v in np.flatnonzero(revealed):
+        assert v in path and new[v] == target[0, path.index(v)]
+      assert (new[~revealed] == 20).all()
+
+
+def test_the_link_head_gives_distributions_over_forward_edges_only():
+  head = LinkHead(16, 2, rngs=nnx.Rngs(0))
+  h = jax.random.normal(jax.random.key(1), (2, 6, 16))
+  live = np.array([[True] * 6, [True] * 4 + [False] * 2])
+  links = np.asarray(head(h, live))
+  for b, n in enumerate([6, 4]):
+    for v in range(n - 1):
+      np.testing.assert_allclose(np.exp(links[b, v, v + 1 : n]).sum(), 1.0, rtol=1e-5)
+    assert (links[b][~np.triu(np.ones((6, 6), bool), 1)] == NEG).all()
+    assert (links[b, n - 1] == NEG).all()
+
+
+def _batch():
+  rng = np.random.default_rng(0)
+  inputs = rng.integers(tok.NUM_SPECIAL, 24, (8, 6))
+  inputs[:, 4:] = tok.PAD_ID
+  inputs[:, 3] = tok.EOS_ID
+  targets = np.zeros((8, 6), np.int32)
+  targets[:, :3] = inputs[:, :3][:, ::-1]  # reverse the source words
+  targets[:, 3] = tok.EOS_ID
+  return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+
+
+@pytest.mark.parametrize("glancing", [None, 0.5])
+def test_a_tiny_dag_model_trains_with_a_finite_decreasing_loss(glancing):
+  model = tiny_model(dag_upsample=2)
+  model.train()
+  opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
+  batch = _batch()
+
+  @nnx.jit
+  def step(model, opt, key):
+    (loss, aux), grads = nnx.value_and_grad(
+      lambda m: dag.dag_loss(m, batch, glancing=glancing, key=key), has_aux=True
+    )(model)
+    opt.update(model, grads)
+    return loss, aux, optax.tree.norm(grads)
+
+  losses = []
+  for i in range(30):
+    loss, aux, norm = step(model, opt, jax.random.key(i))
+    assert np.isfinite(loss) and np.isfinite(norm)
+    losses.append(float(loss))
+  assert float(aux["dag_infeasible"]) == 0.0
+  assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5]), losses
+  model.eval()
+  out = dag_decoding.decode(model, batch["inputs"], "viterbi")["tokens"]
+  assert out.shape == (8, model.cfg.max_target_length)
+
+
+def test_a_dag_config_is_checked(toy_corpus):
+  c = tiny_run_config(toy_corpus, steps=2)
+  c.model.dag_upsample = 1
+  with pytest.raises(ConfigError, match="model.dag_upsample"):
+    training.validate(c)
+  c.model.update(dag_upsample=2, ctc_upsample=2)
+  with pytest.raises(ConfigError, match="model.dag_upsample"):
+    training.validate(c)
+  c.model.ctc_upsample = 0
+  c.decode.dag_decoder = "beam"
+  with pytest.raises(ConfigError, match="decode.dag_decoder"):
+    training.validate(c)
+
+
+@pytest.mark.slow  # a training step and a Viterbi decode compiled
+def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
+  c = tiny_run_config(toy_corpus, steps=2, eval_every=2)
+  c.model.dag_upsample = 2
+  c.loss.glancing_ratio = 0.5
+  c.decode.update(num_examples=4, dag_decoder="viterbi")
+  training.validate(c)
+  last = train_job.run(c, str(tmp_path / "dag"))
+  assert np.isfinite(last["train_loss"]) and "train_glance_revealed" in last
+  assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
+
+
+def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
+  model = tiny_model(dag_upsample=2, max_source_length=8, max_target_length=8)
+  inputs = _batch()["inputs"]
+  inputs = jnp.pad(inputs, ((0, 0), (0, 2)))  # width 8, sources of 4 tokens
+  for strategy in dag_decoding.STRATEGIES:
+    want = np.asarray(dag_decoding.decode(model, inputs, strategy)["tokens"])
+    for trim in (0, 4):
+      fn = decoders.decode_fn(model, decoders.Decoder("d", "dag", trim=trim, dag_strategy=strategy))
+      tokens, _ = fn(inputs, jax.random.key(0))
+      assert np.asarray(tokens).tolist() == want.tolist()
+  with pytest.raises(ValueError, match="cannot decode a DAG model"):
+    decoders.decode_fn(model, decoders.Decoder("p", "padir"))
+  with pytest.raises(ValueError, match="needs a DAG model"):
+    decoders.decode_fn(tiny_model(), decoders.Decoder("d", "dag"))
+  assert [d.name for d in decoders.dag_decoders(trims=(0,))] == [
+    "dag-greedy",
+    "dag-lookahead",
+    "dag-viterbi",
+  ]
+
+
+def test_the_evaluation_job_gives_a_dag_model_its_three_strategies():
+  from configs import padir_eval
+  from padir.jobs import evaluate as evaluate_job
+
+  config = padir_eval.get_config()
+  rows = evaluate_job.decoders(config, "nar", dag=True)
+  assert [(d.kind, d.dag_strategy, d.trim) for d in rows] == [
+    ("dag", s, config.trim) for s in dag_decoding.STRATEGIES
+  ]
