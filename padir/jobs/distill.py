@@ -31,7 +31,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   dc, d = config.distill, config.data
   out_dir = distill.corpus_dir(config, workdir)
   reuse = distill.reusable_corpus(config, out_dir)  # a corpus of other settings is refused
-  if not reuse:  # the corpus it distills (train) and copies (valid, test), before any write
+  if not reuse:  # the teacher and the corpus it distills (train) and copies (valid, test)
+    distill.check_teacher(dc.teacher_workdir, dc.teacher_step or None)
     corpus.check_corpus(d, ("train", "valid", "test"))
   if config.get("init_from"):  # the warm start must fit the teacher's vocabulary (the student's)
     teacher_vocab = vocab.vocabulary_path(restore.trained_config(dc.teacher_workdir))
