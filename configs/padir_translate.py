@@ -13,7 +13,7 @@ or over-long lines get a message on stderr naming the line and an empty output l
 most of whose words hold characters the vocabulary lacks (they become <unk>) is translated with
 a warning on stderr; input that is not UTF-8 (a file or stdin) is refused in one line naming
 the line, before anything is translated. Result: one output line per input line (to stdout
-without --config.output, where sample.py's closing "Run directory" line follows them); runs/translate/results.json counts them and lists the skipped ones.
+without --config.output; sample.py's closing "Run directory" line goes to stderr); runs/translate/results.json counts them and lists the skipped ones.
 """
 
 import ml_collections

@@ -125,7 +125,8 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
   if bad:
     raise UserError(
       f"config.checkpoints: {bad} hold no trained run (config.json and checkpoints/): train "
-      f"them first, e.g. `python train.py --config configs/padir_synthetic.py --workdir DIR`"
+      "them first, e.g. from a fresh clone `python -m padir.data.synthetic --out data/synthetic "
+      "&& python train.py --config configs/padir_synthetic_ctc_2x1.py --workdir DIR`"
     )
   if config.decoder != decoding.AUTO:
     for entry, run_dir, _ in entries:

@@ -303,7 +303,7 @@ def test_stutter_of_the_job_is_the_metric(runs, tmp_path):
 
 def test_missing_or_malformed_checkpoints_are_refused_before_writing(tmp_path, runs):
   c = _eval_config([runs[0], str(tmp_path / "nothing")])
-  with pytest.raises(UserError, match="nothing'\\] hold no trained run"):
+  with pytest.raises(UserError, match="nothing'\\] hold no trained run.*padir.data.synthetic"):
     eval_job.run(c, str(tmp_path / "eval"))
   c.checkpoints = f"{runs[0]},,{runs[1]}"
   with pytest.raises(ConfigError, match="config.checkpoints="):
