@@ -8,9 +8,12 @@
   python benchmarks/padir_speed.py --frontier --tiny --out DIR   # its smoke run
   python benchmarks/padir_speed.py --by-width --nar CTC_RUN [--sentences 500] [--repeats 5]
 
-Decoders: PaDIR with 4 and 10 passes (5 length candidates) on the --nar model, PaDIR-4 trimmed
-(decoding.Trimmed: each call decodes at its longest candidate length rounded up to a multiple of 8,
-not at max_target_length; the same tokens), AR greedy and beam 5 on the --ar model, and greedy on the deep-encoder / one-layer-decoder AR model. Sources:
+Decoders: the --nar run's by --decoder (padir.decoding.decoders.choose; "auto", the default, is
+the run's recommended one, so a CTC run benchmarks with the same command as a PaDIR run; "ctc"
+or "padir" names one and a run that cannot use it is refused in one line): for refinement PaDIR
+with 4 and 10 passes (5 length candidates) and PaDIR-4 trimmed (decoding.Trimmed: each call
+decodes at its longest candidate length rounded up to a multiple of 8, not at max_target_length;
+the same tokens), for CTC one pass untrimmed and on sources trimmed to multiples of 8; AR greedy and beam 5 on the --ar model, and greedy on the deep-encoder / one-layer-decoder AR model. Sources:
 the first --sentences lines of the test split of the --nar run's corpus. Prints, per decoder,
 the decoder passes, latency at batch 1 (p50, p99; compilation reported apart), throughput at
 batch 64, the speedups over AR greedy (> 1: faster) and the peak memory. The issue's targets
@@ -150,6 +153,21 @@ def tiny_sources(n: int, model: model_lib.Transformer) -> np.ndarray:
     out[i, : length - 1] = rng.integers(tok_lib.NUM_SPECIAL, model.cfg.vocab_size, length - 1)
     out[i, length - 1] = tok_lib.EOS_ID
   return out
+
+
+def nar_decoders(model: model_lib.Transformer, choice: str) -> list[decoding.Decoder]:
+  """The --nar run's rows for --decoder `choice` (decoding.choose: "auto" = the run's own):
+  refinement PaDIR-4, PaDIR-10 and PaDIR-4 trimmed, or CTC one pass untrimmed and trimmed; a
+  choice the model cannot use, or an AR run, raises ValueError."""
+  cfg = {"decoder": model.cfg.decoder, "ctc_upsample": model.cfg.ctc_upsample}
+  kind = decoding.choose(choice, cfg)
+  if kind not in ("ctc", "padir"):
+    raise ValueError(f"--nar must name a PaDIR or CTC run; this one is {decoding.model_name(cfg)}")
+  if kind == "ctc":
+    return decoding.ctc_decoders((1,), (0, 8))
+  # the same decoder at the width of each call's longest candidate (same tokens, less work)
+  trimmed = decoding.Decoder("padir-4-trim8", "padir", refinement.RefineOptions(), trim=8)
+  return decoding.standard_decoders()[:2] + [trimmed]
 
 
 def test_sources(workdir: str, tok: tok_lib.Tokenizer, config, n: int) -> np.ndarray:
@@ -332,6 +350,12 @@ def frontier(args) -> int:
   passes = tuple(int(x) for x in args.passes.split(","))
   plan = []
   for family, name, model, tok, config in runs:
+    if family == "PaDIR":
+      try:
+        nar_decoders(model, args.decoder)  # a --decoder this run cannot use: refused
+      except ValueError as e:
+        print(f"error: --decoder={args.decoder}: {name}: {e}", file=sys.stderr)
+        return 2
     if family == "PaDIR" and model.cfg.ctc_upsample:
       decoders = decoding.ctc_decoders(passes, (0, args.trim), args.blank_penalty)
     elif family == "PaDIR":
@@ -517,6 +541,12 @@ def main(argv=None) -> int:
     "wait on a second core that another process holds)",
   )
   parser.add_argument("--nar", action="append", help="PaDIR run directory (--frontier: several)")
+  parser.add_argument(
+    "--decoder",
+    default="auto",
+    choices=("auto", "ctc", "padir"),
+    help="the --nar run's decoder: auto (the run's own: CTC for a CTC run, else refinement)",
+  )
   parser.add_argument("--ar", help="AR run directory")
   parser.add_argument("--deep-shallow", help="deep-encoder / 1-layer-decoder AR run directory")
   parser.add_argument("--sentences", type=int, help="test sources (default 200; --tiny: 4)")
@@ -567,16 +597,17 @@ def main(argv=None) -> int:
           sources = test_sources(workdir, tok, config, args.sentences or 200)
     throughput_batch = speed.THROUGHPUT_BATCH
 
-  plan = [(d, "nar") for d in decoding.standard_decoders()[:2]]
-  # the same decoder at the width of each call's longest candidate (same tokens, less work)
-  plan.append(
-    (decoding.Decoder("padir-4-trim8", "padir", refinement.RefineOptions(), trim=8), "nar")
-  )
+  try:
+    plan = [(d, "nar") for d in nar_decoders(models["nar"], args.decoder)]
+  except ValueError as e:
+    print(f"error: --decoder={args.decoder}: {e}", file=sys.stderr)
+    return 2
   plan += [(d, "ar") for d in decoding.standard_decoders()[2:]]
   if "deep_shallow" in models:
     plan.append((decoding.Decoder("deep-shallow-greedy", "greedy"), "deep_shallow"))
   if args.tiny:
     plan = [p for p in plan if p[0].name in ("padir-4", "padir-4-trim8", "ar-greedy")]
+  refining = any(d.kind == "padir" for d, _ in plan)
   results = {}
   for decoder, model_name in plan:
     model = models[model_name]
@@ -594,16 +625,17 @@ def main(argv=None) -> int:
     )
   params = {name: results[name]["parameters"] for name in results}
   print("parameters:", params)
-  parts = speed.breakdown(models["nar"], refinement.RefineOptions(), sources)
-  print(
-    f"padir-4 at batch 1, where the time goes (speed.breakdown, medians over "
-    f"{parts['sentences']} sources): encoder {parts['encoder_ms']:.2f} ms; one pass over "
-    f"{parts['candidates']} candidates x {parts['width']:.1f} positions {parts['pass_ms']:.2f} ms;"
-    f" loop passes {parts['steps']:.2f} (the chosen candidate's {parts['passes']:.2f}); "
-    f"encoder + passes x pass = {parts['model_ms']:.2f} ms (padir-4-trim8 measured, the same "
-    f"widths: p50 {results['padir-4-trim8']['p50_ms']:.2f} ms); the floor, encoder + 2 passes = "
-    f"{parts['floor_ms']:.2f} ms, against AR greedy's p50 {results['ar-greedy']['p50_ms']:.2f} ms"
-  )
+  parts = speed.breakdown(models["nar"], refinement.RefineOptions(), sources) if refining else {}
+  if refining:
+    print(
+      f"padir-4 at batch 1, where the time goes (speed.breakdown, medians over "
+      f"{parts['sentences']} sources): encoder {parts['encoder_ms']:.2f} ms; one pass over "
+      f"{parts['candidates']} candidates x {parts['width']:.1f} positions {parts['pass_ms']:.2f} ms;"
+      f" loop passes {parts['steps']:.2f} (the chosen candidate's {parts['passes']:.2f}); "
+      f"encoder + passes x pass = {parts['model_ms']:.2f} ms (padir-4-trim8 measured, the same "
+      f"widths: p50 {results['padir-4-trim8']['p50_ms']:.2f} ms); the floor, encoder + 2 passes = "
+      f"{parts['floor_ms']:.2f} ms, against AR greedy's p50 {results['ar-greedy']['p50_ms']:.2f} ms"
+    )
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
       json.dump({"results": results, "speedups": speedups, "breakdown": parts}, f, indent=2)

@@ -4,8 +4,9 @@
       --config.checkpoints=runs/padir_synthetic,runs/padir_synthetic_ar,runs/padir_synthetic_distill
 
 Each checkpoint (a training run directory: config.json + checkpoints/, its latest step) is
-decoded on its corpus's `split` the way its kind decodes: PaDIR with each of `padir_passes`
-(`num_lengths` length candidates), AR greedily and with `beam_size` beams. Writes report.md
+decoded on its corpus's `split` the way its kind decodes (config.decoder "auto"): a CTC model by
+CTC decoding, PaDIR with each of `padir_passes` (`num_lengths` length candidates), AR greedily
+and with `beam_size` beams; any mix of runs evaluates with this one command. Writes report.md
 (a Table L.1-format table: model, hypotheses, passes, BLEU, chrF, stutter, p50 / p99 ms at
 batch 1; the self- and cross-attention tables of stutter vs other adjacent pairs of the PaDIR
 outputs, Tables 4-5; figures), results.json, and one cell per checkpoint under cells/ (a killed
@@ -28,6 +29,10 @@ def get_config() -> ml_collections.ConfigDict:
   # run's checkpoint at STEP instead of its latest, RUN@S1+S2+... the average of those
   # checkpoints' parameters (checkpoint averaging).
   c.checkpoints = "runs/padir_synthetic,runs/padir_synthetic_ar,runs/padir_synthetic_distill"
+  # "auto": each checkpoint's own rows (CTC: ctc-P per padir_passes; PaDIR: padir-P per pass count
+  # and variant; AR: greedy and beam), or "ctc", "padir", "greedy", "beam": that kind's rows only
+  # (a checkpoint that cannot decode it is refused before anything is written).
+  c.decoder = "auto"
   c.split = "test"  # the held-out split of each run's corpus: "test" or "valid"
   c.max_sentences = 0  # 0 = every sentence of the split
   c.padir_passes = (4, 10)  # refinement passes (at most: early stopping) of the PaDIR rows

@@ -3,13 +3,17 @@
     python sample.py --config configs/padir_translate.py --workdir runs/translate \
       --config.checkpoint=runs/padir_bible_en_es --config.output=hypotheses.es < sources.en
 
-(`sample.py` runs the job padir.jobs.translate.) An AR checkpoint decodes greedily, or by beam
-search with --config.beam_size=5; a PaDIR checkpoint refines with the options below, whose
-defaults are the paper's (the authors' released decoder). Empty or over-long lines get a
-message on stderr naming the line and an empty output line; a line most of whose words hold
-characters the vocabulary lacks (they become <unk>) is translated with a warning on stderr. Result: one output line per input
-line (to stdout without --config.output, where sample.py's closing "Run directory" line
-follows them); runs/translate/results.json counts them and lists the skipped ones.
+(`sample.py` runs the job padir.jobs.translate.) config.decoder chooses the decoder; its default
+"auto" is the run's recommended one, so every PaDIR / AR run translates with this command: a CTC
+checkpoint (e.g. configs/padir_synthetic_ctc_2x1.py's) decodes by CTC, a PaDIR checkpoint refines
+with the options below, whose defaults are the paper's (the authors' released decoder), and an
+AR checkpoint decodes greedily, or by beam search with --config.beam_size=5. A decoder the
+checkpoint cannot use (e.g. --config.decoder=ctc on an AR run) is refused in one line. Empty
+or over-long lines get a message on stderr naming the line and an empty output line; a line
+most of whose words hold characters the vocabulary lacks (they become <unk>) is translated with
+a warning on stderr; input that is not UTF-8 (a file or stdin) is refused in one line naming
+the line, before anything is translated. Result: one output line per input line (to stdout
+without --config.output; sample.py's closing "Run directory" line goes to stderr); runs/translate/results.json counts them and lists the skipped ones.
 """
 
 import ml_collections
@@ -25,13 +29,21 @@ def get_config() -> ml_collections.ConfigDict:
   config.batch_size = 32  # sources per decoding call
   config.seed = 0  # line i decodes with fold_in(key(seed), i)
   config.progress_bar = True  # tqdm on stderr
+  # "auto": the run's recommended decoder (CTC for a CTC model, refinement for a PaDIR model,
+  # greedy for an AR model, beam search if beam_size > 1); or "ctc", "padir", "greedy", "beam".
+  config.decoder = "auto"
   # PaDIR: decode each batch at its longest candidate length rounded up to a multiple of trim
-  # (padir.evaluation.latency.Trimmed: the same tokens, less work; each width compiles once); 0 = off.
+  # (padir.decoding.decoders.Trimmed), CTC on sources cut to their width rounded up to it
+  # (SourceTrimmed): the same tokens, less work; each width compiles once; 0 = off.
   config.trim = 8
 
   # AR checkpoints.
   config.beam_size = 1  # 1 = greedy; the paper's AR baselines use 5
   config.length_penalty = 0.6  # beam score / ((5 + n) / 6) ** length_penalty
+
+  # CTC checkpoints (padir.decoding.ctc.decode).
+  config.ctc_passes = 1  # decoder passes at most (README: one pass reaches AR's BLEU)
+  config.ctc_blank_penalty = 0.0  # lowers the blank's logit at every slot; 0 = the argmax
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most

@@ -36,6 +36,7 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.checks import UserError
+from padir.data import synthetic
 from padir.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid", "test")
@@ -101,8 +102,10 @@ def split_files(corpus_dir: str, split: str, source_lang: str, target_lang: str)
     return [tsv]
   if all(os.path.isfile(p) for p in aligned):
     return aligned
+  make = synthetic.make_command(corpus_dir)
   raise CorpusError(
     f"no {split} split in {corpus_dir}: expected {tsv} or {aligned[0]} + {aligned[1]}"
+    + (f"; make the corpus first: `{make}`" if make else "")
   )
 
 
@@ -123,6 +126,20 @@ def read_split(
 ) -> list[tuple[str, str]]:
   files = split_files(corpus_dir, split, source_lang, target_lang)
   return read_tsv(files[0]) if len(files) == 1 else read_aligned(*files)
+
+
+def check_corpus(data: Any, splits: Sequence[str] = ("train", "valid")) -> None:
+  """Reads every split a job will read from a run config's `data` (read_split: a missing split,
+  which names the command that makes a shipped synthetic corpus, an empty file, a line without
+  its tab, invalid UTF-8, an empty side), so that a bad corpus is refused (CorpusError, one line)
+  before the run directory is written. With data.prepare_bible a missing split is the job's to
+  fetch: only the splits already there are read."""
+  for split in splits:
+    if data.get("prepare_bible") and not os.path.isfile(
+      os.path.join(data.corpus_dir, f"{split}.tsv")
+    ):
+      continue
+    read_split(data.corpus_dir, split, data.source_lang, data.target_lang)
 
 
 # ----------------------------------------------------------------------------- grain pipeline

@@ -348,6 +348,22 @@ def write_corpus(
   return manifest
 
 
+# The synthetic corpora the shipped configs read (configs/padir_synthetic*.py, padir_reorder*.py),
+# by directory name, and the flags that make them.
+SHIPPED = {
+  "synthetic": "",
+  "synthetic_reorder": " --grammar reorder",
+  "synthetic_reorder4": " --grammar reorder --lexicon-scale 4",
+}
+
+
+def make_command(corpus_dir: str) -> str | None:
+  """The command that writes corpus_dir where it is named as a shipped config's synthetic
+  corpus (data/synthetic, ...), else None: what a missing split's message tells a new user."""
+  flags = SHIPPED.get(os.path.basename(os.path.normpath(corpus_dir)))
+  return None if flags is None else f"python -m padir.data.synthetic --out {corpus_dir}{flags}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, help="directory for train/valid/test.tsv")

@@ -7,13 +7,15 @@ CTC decoding of a CTC model (padir.decoding.ctc; with trim, on sources cut to th
 `SourceTrimmed`), the greedy, lookahead or Viterbi path of a DAG model (padir.decoding.dag; trim
 as CTC's), AR greedy, or AR beam search (padir.decoding.autoregressive). translate,
 evaluation, distillation and the latency measurement (padir.evaluation.latency) all decode
-through it.
+through it. Which kind a run decodes with is one choice, `choose` (the jobs' `decoder` key):
+"auto" is the run's recommended decoder (`recommended`: CTC for a CTC model, refinement for a
+PaDIR model, greedy for an AR model); a kind the model cannot decode is refused naming both.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,53 @@ from padir.decoding import autoregressive as decode
 from padir.decoding import ctc, refinement
 from padir.decoding import dag as dag_decoding
 from padir.model import transformer as model_lib
+
+AUTO = "auto"
+KINDS = ("ctc", "dag", "padir", "greedy", "beam")  # the kinds a user chooses (config.decoder)
+CHOICES = (AUTO, *KINDS)
+
+
+def model_kinds(model: Mapping[str, Any]) -> tuple[str, ...]:
+  """The kinds that decode a model (a run's config.model, or a ModelConfig's fields as a dict),
+  its recommended one first: ("ctc",) for a CTC model, ("dag",) for a DAG model, ("padir",) for
+  a PaDIR model, ("greedy", "beam") for an AR model."""
+  if model.get("decoder") == "ar":
+    return ("greedy", "beam")
+  if model.get("dag_upsample"):
+    return ("dag",)
+  return ("ctc",) if model.get("ctc_upsample") else ("padir",)
+
+
+def recommended(model: Mapping[str, Any]) -> str:
+  """The decoder "auto" stands for: CTC decoding for a CTC model, the DAG's lookahead path for a
+  DAG model, refinement for a PaDIR model, greedy search for an AR model."""
+  return model_kinds(model)[0]
+
+
+def model_name(model: Mapping[str, Any]) -> str:
+  """A model's kind in words, for messages."""
+  if model.get("decoder") == "ar":
+    return "an AR model"
+  if model.get("dag_upsample"):
+    return "a DAG model"
+  return "a CTC model" if model.get("ctc_upsample") else "a PaDIR (refinement) model"
+
+
+def choose(choice: str, model: Mapping[str, Any]) -> str:
+  """The kind `choice` (one of CHOICES; "auto": `recommended`) decodes this model with; a
+  kind the model cannot decode raises ValueError saying which kinds it can."""
+  if choice not in CHOICES:
+    raise ValueError(f"must be one of {', '.join(repr(c) for c in CHOICES)}")
+  if choice == AUTO:
+    return recommended(model)
+  kinds = model_kinds(model)
+  if choice not in kinds:
+    raise ValueError(
+      f"a {choice!r} decoder cannot decode {model_name(model)}; it decodes with "
+      + " or ".join(repr(k) for k in kinds)
+      + f" (or {AUTO!r}: {kinds[0]!r})"
+    )
+  return choice
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +91,7 @@ class Decoder:
   kind: str
   options: refinement.RefineOptions = refinement.RefineOptions()
   beam_size: int = 5
+  length_penalty: float = 0.6  # kind "beam": score / ((5 + n) / 6) ** length_penalty
   trim: int = 0
   one_call: bool = False  # trimmed PaDIR: the length choice and the refinement in one call
   passes: int = 1  # kind "ctc": at most this many passes
@@ -101,8 +151,8 @@ def _greedy(model, inputs_BS, window=0):
   return tokens_BT, jnp.max(jnp.sum(tokens_BT != tokenizer_lib.PAD_ID, axis=1))
 
 
-def _beam(model, inputs_BS, beam_size):
-  out = decode.beam_search(model, inputs_BS, beam_size)
+def _beam(model, inputs_BS, beam_size, length_penalty=0.6):
+  out = decode.beam_search(model, inputs_BS, beam_size, length_penalty=length_penalty)
   return out["tokens"], out["steps"]
 
 
@@ -272,8 +322,8 @@ def decode_fn(
       f"{decoder.name}: a torch decoder is a benchmark's peer, not the library's: "
       "benchmarks/torch_ar.py builds it (pass its function to latency.measure(fn=...))"
     )
-  beam_size = decoder.beam_size
-  return pure_jit(lambda m, x, key: _beam(m, x, beam_size), model)
+  beam_size, penalty = decoder.beam_size, decoder.length_penalty
+  return pure_jit(lambda m, x, key: _beam(m, x, beam_size, penalty), model)
 
 
 def standard_decoders(passes: Sequence[int] = (4, 10)) -> list[Decoder]:

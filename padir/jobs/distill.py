@@ -12,7 +12,7 @@ from typing import Any
 
 import ml_collections
 
-from padir.data import bible, vocab
+from padir.data import bible, corpus, vocab
 from padir.model import restore
 from padir.training import distill
 from padir.training import loop as training
@@ -31,6 +31,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   dc, d = config.distill, config.data
   out_dir = distill.corpus_dir(config, workdir)
   reuse = distill.reusable_corpus(config, out_dir)  # a corpus of other settings is refused
+  if not reuse:  # the teacher and the corpus it distills (train) and copies (valid, test)
+    distill.check_teacher(dc.teacher_workdir, dc.teacher_step or None)
+    corpus.check_corpus(d, ("train", "valid", "test"))
   if config.get("init_from"):  # the warm start must fit the teacher's vocabulary (the student's)
     teacher_vocab = vocab.vocabulary_path(restore.trained_config(dc.teacher_workdir))
     training.check_warm_start(config, teacher_vocab)

@@ -3,6 +3,11 @@
 A checkpoint entry is a training run directory (its latest checkpoint), RUN@STEP (that step) or
 RUN@STEP+STEP+... (the average of those checkpoints' parameters: padir.model.restore.average).
 
+config.decoder chooses the rows (padir.decoding.decoders.choose): "auto" gives each checkpoint
+the rows its kind decodes with (below: CTC, refinement, AR greedy and beam), so one command
+evaluates any mix of runs; "ctc", "padir", "greedy" or "beam" keeps that kind's rows only, and a
+checkpoint that cannot decode it is refused in one line before anything is loaded or written.
+
 For each checkpoint (a PaDIR or AR training run directory), on its corpus's held-out split:
 - quality of each decoder (PaDIR: padir.decoding.refinement's paper defaults, each of padir_passes with
   num_lengths candidates, stutter reset and dropped as the paper does, and each of
@@ -84,6 +89,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     "must be comma-separated distinct training run directories, e.g. "
     "'runs/padir_synthetic,runs/padir_synthetic_ar'",
   )
+  checks.check_choice(config, "decoder", decoding.CHOICES)
   checks.check_choice(config, "split", SPLITS)
   checks.check_int(config, "max_sentences", lo=0)
   checks.check_ints(config, "padir_passes", lo=1)
@@ -120,8 +126,19 @@ def check_checkpoints(config: ml_collections.ConfigDict) -> None:
   if bad:
     raise UserError(
       f"config.checkpoints: {bad} hold no trained run (config.json and checkpoints/): train "
-      f"them first, e.g. `python train.py --config configs/padir_synthetic.py --workdir DIR`"
+      "them first, e.g. from a fresh clone `python -m padir.data.synthetic --out data/synthetic "
+      "&& python train.py --config configs/padir_synthetic_ctc_2x1.py --workdir DIR`"
     )
+  if config.decoder != decoding.AUTO:
+    for entry, run_dir, _ in entries:
+      model = restore.trained_config(run_dir).get("model", {})
+      try:
+        decoding.choose(config.decoder, model)
+      except ValueError as e:
+        raise UserError(
+          f"config.decoder={config.decoder!r}: {e}; {entry} is {decoding.model_name(model)}: "
+          "leave it out of config.checkpoints, or set config.decoder='auto' (each run's own)"
+        ) from None
   missing = [
     f"{e} (steps {restore.checkpoint_steps(d)})"
     for e, d, step in entries
@@ -143,17 +160,18 @@ def decoders(
 ) -> list[decoding.Decoder]:
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
   config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), a DAG model's
-  strategies (greedy, lookahead, Viterbi; source trim as config.trim), or AR greedy and beam."""
+  strategies (greedy, lookahead, Viterbi; source trim as config.trim), or AR greedy and beam;
+  only those of config.decoder's kind unless it is "auto"."""
   if dag:
-    return decoding.dag_decoders(trims=(config.trim,))
-  if ctc:
+    rows = decoding.dag_decoders(trims=(config.trim,))
+  elif ctc:
     penalty = config.ctc_blank_penalty if blank_penalty is None else blank_penalty
-    return [
+    rows = [
       decoding.Decoder(f"ctc-{p}", "ctc", passes=p, trim=config.trim, blank_penalty=penalty)
       for p in config.padir_passes
     ]
-  if kind == "nar":
-    return [
+  elif kind == "nar":
+    rows = [
       decoding.Decoder(
         f"padir-{p}" + ("" if v == "paper" else f"-{v}"),
         "padir",
@@ -165,10 +183,13 @@ def decoders(
       for p in config.padir_passes
       for v in config.padir_variants
     ]
-  return [
-    decoding.Decoder("ar-greedy", "greedy"),
-    decoding.Decoder(f"ar-beam{config.beam_size}", "beam", beam_size=config.beam_size),
-  ]
+  else:
+    rows = [
+      decoding.Decoder("ar-greedy", "greedy"),
+      decoding.Decoder(f"ar-beam{config.beam_size}", "beam", beam_size=config.beam_size),
+    ]
+  chosen = config.get("decoder", decoding.AUTO)
+  return rows if chosen == decoding.AUTO else [d for d in rows if d.kind == chosen]
 
 
 def _batches(inputs_PS: np.ndarray, batch_size: int):

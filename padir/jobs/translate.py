@@ -2,17 +2,23 @@
 translates stdin (or --config.input=PATH) line by line, in batches, to stdout (or
 --config.output=PATH), one output line per input line, with a progress bar on stderr.
 
-An AR checkpoint decodes greedily (beam_size=1) or by beam search; a PaDIR checkpoint refines
-(padir.decoding.refinement, the config's options; defaults the paper's). An empty line, or one longer
-than the model's maximum source length, gets a message on stderr naming its line number and an
-empty output line; the others still translate; a line most of whose words hold characters the
-vocabulary lacks gets a warning there. A missing checkpoint (the message names the quickest run
-to train), a run directory that is not a PaDIR / AR training run, or an input file that is not
-UTF-8 is refused in one line before anything is loaded or written. Line i
-decodes with the key fold_in(key(seed), i): its translation does not depend on the batching.
-The decoder is jitted once with the model split once (padir.decoding.decoders.pure_jit); PaDIR batches
-decode at their longest candidate's length rounded up to a multiple of `trim`
-(padir.decoding.decoders.Trimmed: the same tokens, less work; 0: always max_target_length).
+config.decoder chooses how (padir.decoding.decoders.choose): "auto", the run's recommended
+decoder, is CTC decoding for a CTC model (padir.decoding.ctc, at most ctc_passes passes, the
+blank's logit lowered by ctc_blank_penalty), refinement for a PaDIR model
+(padir.decoding.refinement, the config's options; defaults the paper's) and, for an AR model,
+greedy search (beam search with beam_size beams when beam_size > 1); "ctc", "padir", "greedy"
+or "beam" names one, and a decoder the run's model cannot use is refused in one line before
+anything is loaded or written. An empty line, or one longer than the model's maximum source
+length, gets a message on stderr naming its line number and an empty output line; the others
+still translate; a line most of whose words hold characters the vocabulary lacks gets a
+warning there. A missing checkpoint (the message names the quickest run to train, data step
+included), a run directory that is not a PaDIR / AR training run, or an input (file or stdin)
+that is not UTF-8 is refused in one line, naming the line, before anything is loaded or
+written. Line i decodes with the key fold_in(key(seed), i): its translation does not depend on
+the batching. The decoder is padir.decoding.decoders.decode_fn's, jitted once with the model
+split once; PaDIR batches decode at their longest candidate's length rounded up to a multiple
+of `trim` (padir.decoding.decoders.Trimmed), CTC batches on sources cut to their width rounded
+up to it (SourceTrimmed): the same tokens, less work; 0: always the maximum lengths.
 W/results.json counts the lines and lists the skipped ones.
 """
 
@@ -34,7 +40,6 @@ from gmlm import checks
 from gmlm.runs import RunDir
 from padir.data import tokenizer as tokenizer_lib
 from padir.data import vocab
-from padir.decoding import autoregressive as decode
 from padir.decoding import decoders, refinement
 from padir.model import restore
 from padir.model import transformer as model_lib
@@ -42,9 +47,17 @@ from padir.model import transformer as model_lib
 ENTRY_POINT = "sample.py"
 TRAINING_JOBS = ("padir.jobs.train", "padir.jobs.distill")
 OPTION_KEYS = tuple(f.name for f in dataclasses.fields(refinement.RefineOptions))
+# The Decoder fields other kinds' results record (config keys beam_size, length_penalty,
+# ctc_passes, ctc_blank_penalty, trim).
+OTHER_OPTIONS = {
+  "greedy": (),
+  "beam": ("beam_size", "length_penalty"),
+  "ctc": ("passes", "blank_penalty", "trim"),
+}
 QUICKEST = (
-  "point it at a training run (train.py's --workdir); the quickest to train is "
-  "`python train.py --config configs/padir_synthetic.py --workdir runs/padir_synthetic`"
+  "point it at a training run (train.py's --workdir); the quickest to train, from a fresh "
+  "clone, is `python -m padir.data.synthetic --out data/synthetic && python train.py "
+  "--config configs/padir_synthetic_ctc_2x1.py --workdir runs/padir_synthetic_ctc_2x1`"
 )
 
 
@@ -93,8 +106,35 @@ def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collectio
   return trained
 
 
+def check_decoder(config: Any, model: Any) -> str:
+  """The kind config.decoder decodes config.checkpoint's model (its config.model, or a
+  ModelConfig) with: decoders.choose, "auto" for an AR model beam search when beam_size > 1; a
+  kind the model cannot use is refused."""
+  choice = checks.get(config, "decoder")
+  if dataclasses.is_dataclass(model):
+    model = {"decoder": model.decoder, "ctc_upsample": model.ctc_upsample}
+  try:
+    kind = decoders.choose(choice, model)
+  except ValueError as e:
+    checks.check(
+      False, "decoder", choice, f"{e}; {config.checkpoint} is {decoders.model_name(model)}"
+    )
+  if choice == decoders.AUTO and kind == "greedy" and config.beam_size > 1:
+    kind = "beam"
+  checks.check(
+    kind != "beam" or config.beam_size > 1,
+    "decoder",
+    choice,
+    "'beam' with beam_size=1 is greedy search: set --config.beam_size (the paper's AR "
+    "baselines use 5) or --config.decoder=greedy",
+  )
+  return kind
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   trained = check_run(config, "checkpoint")
+  checks.check_int(config, "beam_size", lo=1)
+  kind = check_decoder(config, trained.get("model", {}))
   checks.check_int(config, "step", lo=0)
   source = checks.get(config, "input")
   checks.check(isinstance(source, str), "input", source, "must be '' (stdin) or a file path")
@@ -110,8 +150,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "seed", lo=0)
   checks.check_int(config, "trim", lo=0)
   _check_bool(config, "progress_bar")
-  checks.check_int(config, "beam_size", lo=1)
   checks.check_float(config, "length_penalty")
+  checks.check_int(config, "ctc_passes", lo=1)
+  checks.check_float(config, "ctc_blank_penalty", lo=0)
   max_len = trained.data.max_target_length
   checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "num_lengths", lo=1, hi=max_len)
@@ -141,6 +182,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
     rerank,
     "'ar' needs config.rerank_checkpoint (an AR run with the same vocabulary)",
   )
+  checks.check(
+    rerank == "none" or kind == "padir",
+    "rerank",
+    rerank,
+    f"reranks refinement's candidates; the {kind!r} decoder has none: set it to 'none'",
+  )
 
 
 def options(config: ml_collections.ConfigDict) -> refinement.RefineOptions:
@@ -148,27 +195,35 @@ def options(config: ml_collections.ConfigDict) -> refinement.RefineOptions:
   return refinement.RefineOptions(**{k: config[k] for k in OPTION_KEYS})
 
 
+def decoder(config: ml_collections.ConfigDict, kind: str) -> decoders.Decoder:
+  """The config's decoder of `kind` (check_decoder's choice for the run)."""
+  if kind in ("greedy", "beam"):
+    return decoders.Decoder(
+      "translate", kind, beam_size=config.beam_size, length_penalty=config.length_penalty
+    )
+  if kind == "ctc":
+    return decoders.Decoder(
+      "translate",
+      "ctc",
+      passes=config.ctc_passes,
+      blank_penalty=config.ctc_blank_penalty,
+      trim=config.trim,
+    )
+  if kind == "dag":  # the DAG's lookahead path (padir.decoding.dag)
+    return decoders.Decoder("translate", "dag", trim=config.trim)
+  return decoders.Decoder("translate", "padir", options(config), trim=config.trim)
+
+
 def decoder_fn(
   model: model_lib.Transformer,
   config: ml_collections.ConfigDict,
   ar_model: model_lib.Transformer | None = None,
 ) -> Callable[[Any, jax.Array], Any]:
-  """(inputs [B, S], one key per row) -> tokens [B, T]: the config's decoder, jitted once with
-  the model split once (decoders.pure_jit; PaDIR through decoders.decode_fn, trimmed when trim > 0)."""
-  if model.cfg.decoder == "ar":
-    beam_size, penalty = config.beam_size, config.length_penalty
-
-    def ar(m, x_BS):
-      if beam_size == 1:
-        return decode.greedy_ar(m, x_BS)
-      return decode.beam_search(m, x_BS, beam_size, length_penalty=penalty)["tokens"]
-
-    ar_fn = decoders.pure_jit(ar, model)
-    return lambda x_BS, keys_B: ar_fn(x_BS)
-  padir = decoders.decode_fn(
-    model, decoders.Decoder("translate", "padir", options(config), trim=config.trim), ar_model
-  )
-  return lambda x_BS, keys_B: padir(x_BS, keys_B)[0]
+  """(inputs [B, S], one key per row) -> tokens [B, T]: the config's decoder for this model,
+  jitted once with the model split once (decoders.decode_fn; trimmed when trim > 0)."""
+  kind = check_decoder(config, model.cfg)
+  fn = decoders.decode_fn(model, decoder(config, kind), ar_model)
+  return lambda x_BS, keys_B: fn(x_BS, keys_B)[0]
 
 
 def check_line(tok: tokenizer_lib.Tokenizer, text: str, max_len: int) -> tuple[list[int], str]:
@@ -248,10 +303,27 @@ def translate_lines(
   return skipped
 
 
+def read_stdin() -> str:
+  """stdin's bytes as UTF-8 text, universal newlines; invalid UTF-8 raises UserError naming the
+  line, as an input file's does (checks.read_text)."""
+  raw = sys.stdin.buffer.read()
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    column = e.start - raw.rfind(b"\n", 0, e.start)
+    raise checks.UserError(
+      f"stdin, line {line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {column}); "
+      "nothing was translated: convert the input to UTF-8 (e.g. `iconv -f latin1 -t utf-8`) "
+      "and rerun"
+    ) from None
+  return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_input(config: ml_collections.ConfigDict) -> list[str]:
-  """The source lines (the file's, or stdin's), read before the run directory is made, so a
-  refused input leaves it untouched."""
-  text = checks.read_text(config.input) if config.input else sys.stdin.read()
+  """The source lines (the file's, or stdin's), read whole before the run directory is made,
+  so a refused input (invalid UTF-8 names its line) leaves it untouched and translates none."""
+  text = checks.read_text(config.input) if config.input else read_stdin()
   lines = text.split("\n")
   if lines and lines[-1] == "":
     lines.pop()  # the final newline
@@ -279,17 +351,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         skipped = translate_lines(model, tok, lines, config, out, ar_model)
     else:
       skipped = translate_lines(model, tok, lines, config, sys.stdout, ar_model)
+    dec = decoder(config, check_decoder(config, model.cfg))
     results = {
       "checkpoint": os.path.abspath(config.checkpoint),
-      "decoder": model.cfg.decoder,
+      "decoder": dec.kind,
       "lines": len(lines),
       "translated": len(lines) - len(skipped),
       "skipped": skipped,
       "seconds": time.perf_counter() - start,
       "options": (
-        {"beam_size": config.beam_size, "length_penalty": config.length_penalty}
-        if model.cfg.decoder == "ar"
-        else dataclasses.asdict(options(config))
+        dataclasses.asdict(dec.options)
+        if dec.kind == "padir"
+        else {k: v for k, v in dataclasses.asdict(dec).items() if k in OTHER_OPTIONS[dec.kind]}
       ),
     }
     rd.write_results(results)

@@ -32,6 +32,7 @@ from gmlm import checks
 from padir.data import corpus as data
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
+from padir.decoding import decoders
 from padir.evaluation import translation as evaluate
 from padir.model import restore
 
@@ -60,6 +61,35 @@ def load_teacher(teacher_workdir: str, step: int | None = None) -> restore.Loade
       f"distillation needs an AR model (decoder='ar')"
     )
   return model, tok, config
+
+
+def check_teacher(teacher_workdir: str, step: int | None = None) -> None:
+  """Refuses, in one line naming config.distill.teacher_workdir (UserError), a teacher that is
+  not a trained AR run: no config.json, a CTC or PaDIR model (its recommended decoder,
+  padir.decoding.decoders.recommended, is not an AR one), or no checkpoint (of `step`). Reads
+  JSON and lists checkpoints only: the distill job calls it before its run directory exists."""
+  key = "config.distill.teacher_workdir"
+  train = "python train.py --config configs/padir_bible_en_es_ar.py --workdir"
+  try:
+    model = restore.trained_config(teacher_workdir).get("model", {})
+  except (FileNotFoundError, ValueError):
+    raise checks.UserError(
+      f"{key}={teacher_workdir!r} is not a training run (no readable config.json): train the AR "
+      f"teacher first, e.g. `{train} {teacher_workdir}`"
+    ) from None
+  kind = decoders.recommended(model)
+  if kind not in ("greedy", "beam"):
+    raise checks.UserError(
+      f"{key}={teacher_workdir!r} is {decoders.model_name(model)} (it decodes with {kind!r}); "
+      "the teacher decodes by beam search: point it at an AR run (model.decoder='ar')"
+    )
+  steps = restore.checkpoint_steps(teacher_workdir)
+  if not steps or (step and step not in steps):
+    raise checks.UserError(
+      f"{key}={teacher_workdir!r} has no checkpoint"
+      + (f" at step {step} (it has {steps})" if step and steps else "")
+      + f": train the AR teacher first, e.g. `{train} {teacher_workdir}`"
+    )
 
 
 def translate_sources(

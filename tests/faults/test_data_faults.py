@@ -245,7 +245,7 @@ def test_two_runs_on_one_corpus_build_its_cache_one_after_the_other(tmp_path):
   data_dir = pathlib.Path(corpus) / "tfds"
   data_dir.mkdir()
   script = (
-    "import sys; from padir import tfds_corpus; "
+    "import sys; from padir.data import tfds_corpus; "
     "print(len(tfds_corpus.local_data_sources(sys.argv[1], 'en', 'es')['train']))"
   )
   with open(data_dir / ".prepare.lock", "w") as lock:
@@ -261,3 +261,100 @@ def test_two_runs_on_one_corpus_build_its_cache_one_after_the_other(tmp_path):
   out, _ = other.communicate(timeout=120)  # the lock released: it builds the cache
   assert other.returncode == 0 and out.split()[-1] == "20"  # (tfds prints a note first)
   assert len(tfds_corpus.local_data_sources(corpus, "en", "es")["train"]) == 20  # and we read it
+
+
+# ----------------------------------------------------------------------------- before the workdir
+
+
+def _break(corpus: pathlib.Path, fault: str) -> str:
+  """Breaks a good corpus directory in one way; returns what the refusal must name."""
+  train = corpus / "train.tsv"
+  if fault == "empty corpus":
+    train.write_bytes(b"")
+    return f"{train} is empty"
+  if fault == "missing train split":
+    train.unlink()
+    return f"no train split in {corpus}"
+  if fault == "missing valid split":
+    (corpus / "valid.tsv").unlink()
+    return f"no valid split in {corpus}"
+  raw = train.read_bytes().split(b"\n")
+  if fault == "a line without a tab":
+    raw[2] = raw[2].replace(b"\t", b" ")
+    train.write_bytes(b"\n".join(raw))
+    return f"{train}, line 3: expected 'source<TAB>target' (one tab), found 0 tabs"
+  raw[4] = raw[4].replace(b" ", b" \xff ", 1)  # invalid UTF-8
+  train.write_bytes(b"\n".join(raw))
+  return f"{train}, line 5: not valid UTF-8 (byte 0xff"
+
+
+FAULTS = [
+  "empty corpus",
+  "missing train split",
+  "missing valid split",
+  "a line without a tab",
+  "invalid UTF-8",
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_bad_corpus_is_refused_before_the_workdir_is_written(tmp_path, fault):
+  """Each of the issue's data errors: one line naming the file (and line), raised before the
+  run directory exists (no config.json, no TensorBoard file), so the corrected command can
+  run in the same workdir (the next test runs it)."""
+  from padir_util import tiny_run_config, write_corpus
+
+  from gmlm import cli
+
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  write_corpus(corpus, {"train": 40, "valid": 8, "test": 8}, max_words=4)
+  named = _break(corpus, fault)
+  work = tmp_path / "work"
+  with pytest.raises(data.CorpusError) as info:
+    cli.run(tiny_run_config(str(corpus), steps=2), str(work), "train.py")
+  assert named in str(info.value) and "\n" not in str(info.value), str(info.value)
+  assert not work.exists()
+
+
+def test_the_corrected_command_then_trains_in_the_same_workdir(tmp_path):
+  """A missing train split refused, the corpus made, the same command in the same workdir:
+  it trains (a refused run left nothing there for the config guard to refuse)."""
+  from padir_util import tiny_run_config, write_corpus
+
+  from gmlm import cli
+
+  corpus, work = tmp_path / "corpus", tmp_path / "work"
+  corpus.mkdir()
+  config = tiny_run_config(str(corpus), steps=2, eval_every=2)
+  with pytest.raises(data.CorpusError, match="no train split"):
+    cli.run(config, str(work), "train.py")
+  write_corpus(corpus, {"train": 40, "valid": 8, "test": 8}, max_words=4)
+  cli.run(config, str(work), "train.py")
+  assert json.loads((work / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 2
+
+
+@pytest.mark.parametrize(
+  "name",
+  ["padir_synthetic_ctc_2x1", "padir_synthetic_ar", "padir_reorder_ctc", "padir_reorder_large"],
+)
+def test_a_missing_synthetic_corpus_names_the_command_that_makes_it(tmp_path, monkeypatch, name):
+  """From a fresh clone (no data/): the refusal names the data step, that command (the one the
+  config's own header gives) makes the corpus, and the corpus then passes the check."""
+  import importlib
+
+  from gmlm import cli
+  from padir.data import synthetic
+
+  monkeypatch.chdir(tmp_path)
+  config = importlib.import_module(f"configs.{name}").get_config()
+  with pytest.raises(data.CorpusError) as info:
+    cli.run(config, "runs/x", "train.py")
+  command = re.search(r"make the corpus first: `(.*)`$", str(info.value)).group(1)
+  header = pathlib.Path(__file__).resolve().parents[2] / "configs" / f"{name}.py"
+  assert command in header.read_text(encoding="utf-8")
+  assert command.startswith(f"python -m padir.data.synthetic --out {config.data.corpus_dir}")
+  argv = command.split()[3:] + ["--train", "50", "--valid", "8", "--test", "8"]  # a small one
+  assert synthetic.main(argv) == 0
+  data.check_corpus(config.data)
+  assert not pathlib.Path("runs").exists()

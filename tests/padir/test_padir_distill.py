@@ -180,3 +180,35 @@ def test_a_killed_distillation_resumes_from_its_partial_translations(corpus_dir,
   open(out + ".train.partial.jsonl", "w").close()
   with pytest.raises(ValueError, match="holds translations made with"):
     distill.distill_corpus(teacher, corpus_dir, out, **kw)
+
+
+@pytest.mark.parametrize("teacher_kind", ["missing", "ctc", "padir", "ar without checkpoint"])
+def test_a_teacher_that_is_not_a_trained_ar_run_is_refused_before_the_workdir(
+  corpus_dir, tmp_path, teacher_kind
+):
+  """The job used to open its run directory and then fail in load_teacher with a traceback: a
+  missing run, a CTC or PaDIR model (whose decoder is not AR) or an AR run without checkpoints
+  is one line naming config.distill.teacher_workdir, and nothing is written."""
+  from gmlm import cli
+  from gmlm.checks import UserError
+
+  teacher = tmp_path / "teacher"
+  if teacher_kind != "missing":
+    t = _shrink(padir_bible_en_es_ar.get_config(), corpus_dir)
+    if teacher_kind != "ar without checkpoint":
+      t.model.decoder = "nar"
+      t.model.ctc_upsample = 2 if teacher_kind == "ctc" else 0
+    teacher.mkdir()
+    (teacher / "config.json").write_text(t.to_json(), encoding="utf-8")
+  c = _shrink(padir_bible_en_es_distill.get_config(), corpus_dir)
+  c.distill.update(teacher_workdir=str(teacher), corpus_dir=str(tmp_path / "distilled"))
+  why = {
+    "missing": "is not a training run",
+    "ctc": "is a CTC model \\(it decodes with 'ctc'\\)",
+    "padir": "is a PaDIR \\(refinement\\) model",
+    "ar without checkpoint": "has no checkpoint: train the AR teacher first",
+  }[teacher_kind]
+  with pytest.raises(UserError, match=f"config.distill.teacher_workdir='{teacher}' {why}") as e:
+    cli.run(c, str(tmp_path / "student"), "train.py")
+  assert "\n" not in str(e.value)
+  assert not (tmp_path / "student").exists() and not (tmp_path / "distilled").exists()

@@ -303,7 +303,7 @@ def test_stutter_of_the_job_is_the_metric(runs, tmp_path):
 
 def test_missing_or_malformed_checkpoints_are_refused_before_writing(tmp_path, runs):
   c = _eval_config([runs[0], str(tmp_path / "nothing")])
-  with pytest.raises(UserError, match="nothing'\\] hold no trained run"):
+  with pytest.raises(UserError, match="nothing'\\] hold no trained run.*padir.data.synthetic"):
     eval_job.run(c, str(tmp_path / "eval"))
   c.checkpoints = f"{runs[0]},,{runs[1]}"
   with pytest.raises(ConfigError, match="config.checkpoints="):
@@ -393,3 +393,39 @@ def test_a_report_renders_when_no_pair_stutters(tmp_path):
   eval_job.render(rd, results)
   report = (tmp_path / "eval" / "report.md").read_text()
   assert "| stutter | 0 | nan ± nan |" in report and "| other | 9 | 0.5 ± 0.5 |" in report
+
+
+def test_config_decoder_keeps_its_kinds_rows_and_auto_keeps_each_runs_own():
+  """ "auto": a CTC model's ctc rows, a PaDIR model's padir rows, an AR model's greedy and beam;
+  a named kind: the same rows of that kind only (none of another)."""
+  c = _eval_config([])
+  c.update(padir_passes=(2, 4), padir_variants=("paper",))
+  auto = {
+    "ctc": eval_job.decoders(c, "nar", ctc=True),
+    "padir": eval_job.decoders(c, "nar"),
+    "ar": eval_job.decoders(c, "ar"),
+  }
+  assert [d.name for d in auto["ctc"]] == ["ctc-2", "ctc-4"]
+  assert [d.name for d in auto["padir"]] == ["padir-2", "padir-4"]
+  assert [(d.name, d.kind) for d in auto["ar"]] == [("ar-greedy", "greedy"), ("ar-beam2", "beam")]
+  for kind in ("greedy", "beam"):
+    c.decoder = kind
+    assert eval_job.decoders(c, "ar") == [d for d in auto["ar"] if d.kind == kind]
+  c.decoder = "ctc"
+  assert eval_job.decoders(c, "nar", ctc=True) == auto["ctc"]
+
+
+def test_a_decoder_a_checkpoint_cannot_use_is_refused_in_one_line_before_writing(tmp_path, runs):
+  """decoder="ctc" on a PaDIR and an AR run: refused naming the first run that cannot use it,
+  its kind and the fix, before any model loads or the workdir is made; "greedy" names the
+  PaDIR run."""
+  c = _eval_config(runs)
+  for decoder, kind in (("ctc", "a PaDIR \\(refinement\\) model"), ("greedy", "a PaDIR")):
+    c.decoder = decoder
+    with pytest.raises(UserError, match=f"config.decoder='{decoder}'.*{runs[0]} is {kind}") as e:
+      eval_job.run(c, str(tmp_path / "eval"))
+    assert "\n" not in str(e.value)
+  c.checkpoints, c.decoder = runs[1], "padir"
+  with pytest.raises(UserError, match=f"cannot decode an AR model.*{runs[1]} is an AR model"):
+    eval_job.run(c, str(tmp_path / "eval"))
+  assert not (tmp_path / "eval").exists()

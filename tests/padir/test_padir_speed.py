@@ -319,3 +319,27 @@ def test_measure_many_gives_each_decoder_what_measure_gives_it_alone():
     assert r["passes"] == alone["passes"]
     assert r["decodes"] == 3 * len(src) and alone["decodes"] == len(src)
     assert 0 < r["p50_ms"] <= r["p99_ms"]
+
+
+def test_the_speed_benchmark_chooses_the_nar_runs_decoder_by_its_kind(capsys, monkeypatch):
+  """benchmarks/padir_speed.py --decoder: "auto" gives a CTC model CTC rows and a PaDIR model
+  refinement rows (the kinds decode_fn accepts for each, checked by building them); a decoder
+  the run cannot use is one line on stderr and rc 2, before anything is measured."""
+  import pathlib
+
+  monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+  bench = padir_util.benchmark_module("padir_speed")  # imports its peer benchmarks/torch_ar.py
+  ctc_model, nar = padir_util.tiny_model(ctc_upsample=2), padir_util.tiny_model()
+  for model, kind in ((ctc_model, "ctc"), (nar, "padir")):
+    rows = bench.nar_decoders(model, "auto")
+    assert rows == bench.nar_decoders(model, kind) and {d.kind for d in rows} == {kind}
+    for d in rows:
+      decoding.decode_fn(model, d)  # Decoder.check: the model can decode it
+  with pytest.raises(ValueError, match="cannot decode a CTC model"):
+    bench.nar_decoders(ctc_model, "padir")
+  with pytest.raises(ValueError, match="must name a PaDIR or CTC run; this one is an AR model"):
+    bench.nar_decoders(padir_util.tiny_model("ar"), "auto")
+  assert bench.main(["--tiny", "--decoder", "ctc"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: --decoder=ctc: a 'ctc' decoder cannot decode a PaDIR")
+  assert len(err.strip().splitlines()) == 1
