@@ -245,7 +245,7 @@ def test_two_runs_on_one_corpus_build_its_cache_one_after_the_other(tmp_path):
   data_dir = pathlib.Path(corpus) / "tfds"
   data_dir.mkdir()
   script = (
-    "import sys; from padir import tfds_corpus; "
+    "import sys; from padir.data import tfds_corpus; "
     "print(len(tfds_corpus.local_data_sources(sys.argv[1], 'en', 'es')['train']))"
   )
   with open(data_dir / ".prepare.lock", "w") as lock:
