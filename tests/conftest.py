@@ -8,6 +8,10 @@ are missing). Helpers shared as plain functions live beside this file (`models_u
 
 `run_on_devices(script, n, *args)` runs a Python script in a fresh interpreter with n CPU
 devices (the device count is fixed when jax is first imported, so it cannot change in-process).
+
+`--quick` selects the quick tier: every property (test function) once, in its first case, but
+the costly ones (marked slow). At the end of a run the summary counts the properties tested
+(test functions, each case of a parametrized one counted once) beside the cases.
 """
 
 from __future__ import annotations
@@ -18,6 +22,45 @@ import subprocess
 import sys
 
 import pytest
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+    "--quick",
+    action="store_true",
+    help="the quick tier: each test function in its first case only, tests marked slow left out",
+  )
+
+
+def pytest_collection_modifyitems(config, items):
+  if not config.getoption("quick"):
+    return
+  kept, left, functions = [], [], set()
+  for item in items:
+    function = item.nodeid.split("[", 1)[0]
+    if item.get_closest_marker("slow") or function in functions:
+      left.append(item)
+    else:
+      kept.append(item)
+      functions.add(function)
+  config.hook.pytest_deselected(items=left)
+  items[:] = kept
+
+
+@pytest.hookimpl(trylast=True)  # after the slowest durations, just above the final line
+def pytest_terminal_summary(terminalreporter):
+  """Prints "N properties (test functions) in M cases" for the tests that ran or were skipped."""
+  nodeids = {
+    report.nodeid
+    for reports in terminalreporter.stats.values()
+    for report in reports
+    if isinstance(report, pytest.TestReport)
+  }
+  if nodeids:
+    properties = {nodeid.split("[", 1)[0] for nodeid in nodeids}
+    terminalreporter.write_line(
+      f"{len(properties):,} properties (test functions) in {len(nodeids):,} cases"
+    )
 
 
 @pytest.fixture(autouse=True, scope="module")
