@@ -81,6 +81,7 @@ def check_laws(exact, rec, every):
   assert tv(histogram(tokens_RBN[5:].reshape(-1, N)), pi) <= 0.03
 
 
+@pytest.mark.slow  # long chains against the exact laws
 def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
   model = exact[0]
   assert np.allclose(exact[2].sum(1), 1.0, atol=1e-5) and exact[3].min() > 0
@@ -89,6 +90,7 @@ def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
   check_laws(exact, rec, 8)
 
 
+@pytest.mark.slow  # long chains against the exact laws
 @pytest.mark.parametrize("retire_every,granule", [(32, 8), (1, 1), (0, 8)])
 def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_every, granule):
   """Exact whether finished chains retire often (1, 1), by default (32, 8) or never (0)."""
@@ -338,6 +340,7 @@ np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
 """
 
 
+@pytest.mark.slow  # an interpreter with 8 devices compiling the chains
 def test_one_and_eight_devices_give_identical_chains(tmp_path):
   out = tmp_path / "eight.npz"
   run_on_devices(_SCRIPT, 8, str(out), timeout=240)
