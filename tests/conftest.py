@@ -1,7 +1,8 @@
 """Shared fixtures of the whole suite, and the one harness that runs code on N simulated devices.
 
 Fixtures: `tiny_checkpoint(arch)` (a tiny random transformers checkpoint of a family, saved once
-per session), `toy_corpus` (an English -> Spanish word corpus for PaDIR), `splade_dir` and
+per session), `toy_corpus` (an English -> Spanish word corpus for PaDIR), `tiny_ar_run` (a tiny
+AR run trained on it, the warm start several tests share), `splade_dir` and
 `minilm_dir` (the real offline weights; the test is skipped, saying how to get them, when they
 are missing). Helpers shared as plain functions live beside this file (`models_util`,
 `glauber_util`, `padir_util`, `ising_helpers`; `pythonpath = tests` puts them on sys.path).
@@ -129,6 +130,21 @@ def toy_corpus(tmp_path_factory) -> str:
   return write_corpus(
     tmp_path_factory.mktemp("toy_corpus"), {"train": 200, "valid": 16, "test": 16}, max_words=7
   )
+
+
+@pytest.fixture(scope="session")
+def tiny_ar_run(toy_corpus, tmp_path_factory) -> str:
+  """A tiny AR run (padir_util.tiny_run_config) trained 2 steps on toy_corpus, evaluated at
+  step 2: the warm start of the recipe and CTC tests, trained once per session (read only)."""
+  from padir_util import tiny_run_config
+
+  from padir.jobs import train as train_job
+
+  config = tiny_run_config(toy_corpus, 2, warmup_steps=1, eval_every=2)
+  config.model.decoder = "ar"
+  workdir = str(tmp_path_factory.mktemp("tiny_ar_run") / "ar")
+  train_job.run(config, workdir)
+  return workdir
 
 
 @pytest.fixture(scope="session")
