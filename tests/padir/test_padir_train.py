@@ -1,6 +1,6 @@
 """The PaDIR training job (padir.jobs.train -> padir.training.loop.fit): a few steps on a tiny corpus
-write metrics and checkpoints and translate (a killed run resumes exactly: tests/faults/); the run
-directory and the config are checked before anything is written."""
+write metrics and checkpoints, and resume exactly; the run directory and the config are checked
+before anything is written."""
 
 import json
 import os
@@ -14,6 +14,7 @@ from gmlm import cli
 from gmlm.checks import ConfigError, UserError
 from gmlm.runs import RunDir
 from padir.jobs import train as train_job
+from padir.training import loop as training
 from padir.training import optim
 
 
@@ -138,12 +139,32 @@ def test_learning_rate_warms_up_linearly_then_decays_to_the_floor():
   assert float(lr(55)) == pytest.approx(1e-5 + 0.5 * (3e-3 - 1e-5), rel=1e-4)  # cosine midpoint
 
 
-@pytest.mark.slow  # compiles the refinement decoding
-def test_training_with_translation_reports_sacrebleu_with_its_signature(toy_corpus, tmp_path):
-  """A resumed run's equality with an uninterrupted one is checked bit for bit, in a killed
-  child process, by tests/faults/test_recipe_faults.py."""
-  last = train_job.run(_config(toy_corpus, steps=2, translate=True), str(tmp_path / "run"))
+class _Killed(Exception):
+  """A preemption, simulated right after the checkpoint at step 4 is on disk."""
+
+
+@pytest.mark.slow  # three short trainings, one with translation (a refinement compile)
+def test_resumed_run_matches_an_uninterrupted_one(toy_corpus, tmp_path, monkeypatch):
+  interrupted, straight = str(tmp_path / "a"), str(tmp_path / "b")
+  config = _config(toy_corpus, steps=6, translate=True)  # a rerun resumes the same config
+
+  class KilledAfterStep4(training.Checkpoints):
+    def save(self, step, items, **kwargs):
+      saved = super().save(step, items, **{**kwargs, "wait": True})
+      if step == 4:
+        raise _Killed
+      return saved
+
+  with monkeypatch.context() as m:
+    m.setattr(training, "Checkpoints", KilledAfterStep4)
+    with pytest.raises(_Killed):
+      train_job.run(config, interrupted)
+  last = train_job.run(config, interrupted)  # resumes at 4
+  train_job.run(_config(toy_corpus, steps=6), straight)
   assert last["bleu_signature"].startswith("nrefs:1|case:mixed") and 0 <= last["valid_bleu"] <= 100
+  last_a = [r for r in _metrics(interrupted) if r["step"] == 6 and "train_loss" in r][0]
+  last_b = [r for r in _metrics(straight) if r["step"] == 6 and "train_loss" in r][0]
+  assert last_a["train_loss"] == pytest.approx(last_b["train_loss"], rel=1e-6)
 
 
 @pytest.mark.slow  # compiles the AR training step and greedy decoding
