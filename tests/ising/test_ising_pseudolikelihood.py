@@ -304,6 +304,7 @@ def _tiny(job):
   return c
 
 
+@pytest.mark.slow  # the error-vs-samples job end to end
 def test_error_vs_samples_job_writes_run_directory(tmp_path):
   from ising.jobs import mple_error
 
