@@ -1,13 +1,18 @@
 """Shared fixtures of the whole suite, and the one harness that runs code on N simulated devices.
 
 Fixtures: `tiny_checkpoint(arch)` (a tiny random transformers checkpoint of a family, saved once
-per session), `toy_corpus` (an English -> Spanish word corpus for PaDIR), `splade_dir` and
+per session), `toy_corpus` (an English -> Spanish word corpus for PaDIR), `tiny_ar_run` (a tiny
+AR run trained on it, the warm start several tests share), `splade_dir` and
 `minilm_dir` (the real offline weights; the test is skipped, saying how to get them, when they
 are missing). Helpers shared as plain functions live beside this file (`models_util`,
 `glauber_util`, `padir_util`, `ising_helpers`; `pythonpath = tests` puts them on sys.path).
 
 `run_on_devices(script, n, *args)` runs a Python script in a fresh interpreter with n CPU
 devices (the device count is fixed when jax is first imported, so it cannot change in-process).
+
+`--quick` selects the quick tier: every property (test function) once, in its first case, but
+the costly ones (marked slow). At the end of a run the summary counts the properties tested
+(test functions, each case of a parametrized one counted once) beside the cases.
 """
 
 from __future__ import annotations
@@ -18,6 +23,45 @@ import subprocess
 import sys
 
 import pytest
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+    "--quick",
+    action="store_true",
+    help="the quick tier: each test function in its first case only, tests marked slow left out",
+  )
+
+
+def pytest_collection_modifyitems(config, items):
+  if not config.getoption("quick"):
+    return
+  kept, left, functions = [], [], set()
+  for item in items:
+    function = item.nodeid.split("[", 1)[0]
+    if item.get_closest_marker("slow") or function in functions:
+      left.append(item)
+    else:
+      kept.append(item)
+      functions.add(function)
+  config.hook.pytest_deselected(items=left)
+  items[:] = kept
+
+
+@pytest.hookimpl(trylast=True)  # after the slowest durations, just above the final line
+def pytest_terminal_summary(terminalreporter):
+  """Prints "N properties (test functions) in M cases" for the tests that ran or were skipped."""
+  nodeids = {
+    report.nodeid
+    for reports in terminalreporter.stats.values()
+    for report in reports
+    if isinstance(report, pytest.TestReport)
+  }
+  if nodeids:
+    properties = {nodeid.split("[", 1)[0] for nodeid in nodeids}
+    terminalreporter.write_line(
+      f"{len(properties):,} properties (test functions) in {len(nodeids):,} cases"
+    )
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -86,6 +130,21 @@ def toy_corpus(tmp_path_factory) -> str:
   return write_corpus(
     tmp_path_factory.mktemp("toy_corpus"), {"train": 200, "valid": 16, "test": 16}, max_words=7
   )
+
+
+@pytest.fixture(scope="session")
+def tiny_ar_run(toy_corpus, tmp_path_factory) -> str:
+  """A tiny AR run (padir_util.tiny_run_config) trained 2 steps on toy_corpus, evaluated at
+  step 2: the warm start of the recipe and CTC tests, trained once per session (read only)."""
+  from padir_util import tiny_run_config
+
+  from padir.jobs import train as train_job
+
+  config = tiny_run_config(toy_corpus, 2, warmup_steps=1, eval_every=2)
+  config.model.decoder = "ar"
+  workdir = str(tmp_path_factory.mktemp("tiny_ar_run") / "ar")
+  train_job.run(config, workdir)
+  return workdir
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,7 @@ def joint_tv(p_XS: np.ndarray, counts_XS: np.ndarray) -> float:
 # ----------------------------------------------------------------------------- the suite
 
 
+@pytest.mark.slow  # the whole accelerator suite, tiny, in a child interpreter
 def test_accelerator_suite_tiny_writes_every_section(tmp_path):
   proc = subprocess.run(
     [

@@ -24,6 +24,7 @@ def run_benchmark(script: str, *args: str, timeout: int) -> str:
   return proc.stdout
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_ising_throughput_quick_runs_and_prints_ratios():
   out = run_benchmark(
     "ising_throughput.py", "--quick", "--skip-thrml", "--repeats", "1", "--rounds", "1", timeout=120
@@ -35,6 +36,7 @@ def test_ising_throughput_quick_runs_and_prints_ratios():
   assert "FAILED" not in out and "thrml    sweep" not in out
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
   out = run_benchmark("rectangle.py", "--tiny", timeout=300)
   assert re.search(r"ratio ours/torch \d+\.\dx", out), out
@@ -43,6 +45,7 @@ def test_rectangle_tiny_runs_and_prints_the_ratio_and_parity():
   assert "peak RSS" in out
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_padir_speed_tiny_runs_and_prints_ratios():
   out = run_benchmark("padir_speed.py", "--tiny", timeout=600)
   assert re.search(r"\| padir-4 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out), out
@@ -56,6 +59,7 @@ def test_padir_speed_tiny_runs_and_prints_ratios():
   ), out
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_padir_speed_by_width_tiny_prints_a_row_per_width_and_the_call_floor():
   out = run_benchmark("padir_speed.py", "--by-width", "--tiny", "--repeats", "2", timeout=600)
   assert "tiny-ctc: ctc-S1-trim8, batch 1, 2 decodes a source" in out, out
@@ -64,6 +68,7 @@ def test_padir_speed_by_width_tiny_prints_a_row_per_width_and_the_call_floor():
   assert re.search(r"a jitted identity call with the same arguments: \d+\.\d+ ms", out), out
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_path):
   out = run_benchmark(
     "padir_speed.py",
@@ -112,6 +117,7 @@ def test_padir_speed_frontier_tiny_prints_the_table_and_writes_the_figure(tmp_pa
     assert row["decodes"] == (4 if row["family"] == "PyTorch AR" else 8), row["decoder"]
 
 
+@pytest.mark.slow  # a benchmark end to end in a child interpreter
 def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
   out = run_benchmark("padir_options.py", "--tiny", timeout=600)
   for name in ("paper", "drop=reset", "rerank=ar"):

@@ -6,7 +6,8 @@ for sample.py and train.py): an int key gets 0, -1, True and None; a float key -
 key (), None and one bad element. These are the values `ml_collections.ConfigDict` (and so a
 --config.KEY=VALUE override) accepts for the key's type. Each case runs `gmlm.cli.prepare` and
 must raise a `ConfigError` whose one line names the key, the value and what is allowed, before
-any model is loaded and without creating the run directory.
+any model is loaded and without creating the run directory. Configs of one job share its
+validator, so each (job, key, bad value) runs once, on the first config holding the key.
 
 `VALID` lists the (key, value) pairs that are legitimately valid, with the reason; those must
 pass `prepare`. A new config key that gets no check fails here until it is checked or listed.
@@ -186,13 +187,19 @@ def bad_values(key: str, value: Any) -> list[Any]:
 
 
 def cases() -> Iterator[Any]:
+  """Each (job, key, bad value) once: the configs of one job share its validator (all the PaDIR
+  training configs share padir.jobs.train's), so the first config holding a key stands for the
+  others. Every key of every config is still checked (5,675 cases were 1,385 on 2026-11-27)."""
+  seen = set()
   for name, entry in shipped_configs():
     config = importlib.import_module(f"configs.{name}").get_config()
     for key, value in leaves(config):
       if key in SKIP:
         continue
       for bad in bad_values(key, value):
-        yield pytest.param(name, entry, key, bad, id=f"{name}:{key}={bad!r}")
+        if (config.job, key, repr(bad)) not in seen:
+          seen.add((config.job, key, repr(bad)))
+          yield pytest.param(name, entry, key, bad, id=f"{name}:{key}={bad!r}")
 
 
 def with_value(config: ml_collections.ConfigDict, key: str, value: Any) -> None:

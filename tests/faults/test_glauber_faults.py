@@ -52,12 +52,13 @@ def assert_same_run(workdir, reference) -> None:
   assert_same_results(workdir, reference)
 
 
+@pytest.mark.slow  # the uninterrupted run, then a killed child and its rerun per case
 @pytest.mark.parametrize(
   "fault",
   [
     "chunk_written:2",  # a chunk on disk, its metrics line and checkpoint not
-    pytest.param("metrics_logged:2", marks=pytest.mark.slow),  # chunk + line, no checkpoint
-    pytest.param("checkpoint_saving:2", marks=pytest.mark.slow),  # killed mid-save
+    "metrics_logged:2",  # chunk + line, no checkpoint
+    "checkpoint_saving:2",  # killed mid-save
     "checkpoint_saved:2",  # checkpoint on disk: its metrics line was once lost here (issue 6)
   ],
 )
@@ -68,6 +69,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(splade_dir, reference, tm
   assert_same_run(workdir, reference)
 
 
+@pytest.mark.slow  # the uninterrupted and the killed runs, and a rerun per case
 @pytest.mark.parametrize("how", ["truncated", "bit flip"])
 def test_a_damaged_checkpoint_falls_back_to_the_older_one_saying_so(
   splade_dir, reference, killed_after_chunk_2, tmp_path, capsys, how
@@ -82,6 +84,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_older_one_saying_so(
   assert_same_run(workdir, reference)
 
 
+@pytest.mark.slow  # the uninterrupted and the killed runs, and a rerun per case
 @pytest.mark.parametrize(
   "how, chunk, restart",
   [

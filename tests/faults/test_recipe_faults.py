@@ -1,7 +1,9 @@
-"""PaDIR trained with issue 26's recipe (length offsets, annealed glancing, a warm start from an
-AR run), killed at named points, resumes to the run an uninterrupted process writes: parameters
-and optimizer state bit for bit, metrics.jsonl line by line. Killed before its first checkpoint,
-the rerun warm-starts again from the same AR checkpoint."""
+"""PaDIR training killed at each class of named point resumes to the run an uninterrupted
+process writes: parameters and optimizer state bit for bit, metrics.jsonl line by line. The
+config is issue 26's recipe (length offsets, annealed glancing, a warm start from an AR run):
+the plain tiny PaDIR run plus the state a resume must also restore, so one family of kills
+covers both (the plain run's own three kills were near-duplicates of these). Killed before its
+first checkpoint, the rerun warm-starts again from the same AR checkpoint."""
 
 from __future__ import annotations
 
@@ -32,7 +34,14 @@ def recipe_straight(toy_corpus, tmp_path_factory):
 
 
 @pytest.mark.slow  # an AR run, the uninterrupted run and two PaDIR compiles per case
-@pytest.mark.parametrize("fault", ["metrics_logged:1", "checkpoint_saving:2"])
+@pytest.mark.parametrize(
+  "fault",
+  [
+    "metrics_logged:1",  # step 2 logged, no checkpoint yet: the rerun starts over from step 0
+    "checkpoint_saving:2",  # step 4's checkpoint half-saved: resumed from the last whole one
+    "metrics_logged:3",  # step 4's validation logged, its checkpoint not: its lines dropped
+  ],  # (no checkpoint_saved: PaDIR saves in the background; test_padir_train kills after one)
+)
 def test_recipe_training_killed_resumes_to_the_uninterrupted_run(recipe_straight, tmp_path, fault):
   config, straight = recipe_straight
   assert_training_resumes(config, tmp_path / "run", straight, fault)

@@ -1,6 +1,7 @@
-"""PaDIR training, MLM fine-tuning and an Ising measurement killed at named points resume to
-the run an uninterrupted process writes: parameters bit for bit, metrics.jsonl line by line,
-results (timing aside)."""
+"""MLM fine-tuning and the Ising measurements killed at named points resume to the run an
+uninterrupted process writes: parameters bit for bit, metrics.jsonl line by line, results
+(timing aside). PaDIR training's kill points run on the recipe's config, a superset of the plain
+one (tests/faults/test_recipe_faults.py); `assert_training_resumes` is the check they share."""
 
 from __future__ import annotations
 
@@ -23,29 +24,6 @@ def padir_config(corpus_dir: str):
   from padir_util import tiny_run_config
 
   return tiny_run_config(corpus_dir, steps=6)
-
-
-@pytest.fixture(scope="module")
-def padir_straight(toy_corpus, tmp_path_factory):
-  """(config, run directory) of the uninterrupted tiny PaDIR run, shared by the kill cases."""
-  config = padir_config(toy_corpus)
-  straight = tmp_path_factory.mktemp("padir") / "straight"
-  cli.run(config, str(straight), "train.py")
-  return config, straight
-
-
-@pytest.mark.slow  # two PaDIR compiles per case, and the shared uninterrupted run
-@pytest.mark.parametrize(
-  "fault",
-  [
-    "metrics_logged:1",  # step 2 logged, no checkpoint yet: the rerun starts over from step 0
-    "checkpoint_saving:2",
-    "metrics_logged:3",
-  ],
-)
-def test_padir_training_killed_resumes_to_the_uninterrupted_run(padir_straight, tmp_path, fault):
-  config, straight = padir_straight
-  assert_training_resumes(config, tmp_path / "run", straight, fault)
 
 
 def assert_training_resumes(config, workdir, straight, fault: str, step: int = 6) -> None:

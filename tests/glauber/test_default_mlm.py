@@ -33,6 +33,7 @@ def _randomise_lora(model, seed=1):
       ab["b"][...] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
 
 
+@pytest.mark.slow  # a LoRA model and its merged twin, each compiled
 def test_lora_forward_equals_merged_weights_computed_independently(tmp_path):
   model = _tiny(tmp_path)
   rng = np.random.default_rng(0)

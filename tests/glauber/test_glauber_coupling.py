@@ -41,6 +41,7 @@ def test_marginals_are_the_conditionals_and_disagreement_is_tv(shift):
     assert (a == b).all()
 
 
+@pytest.mark.slow  # long coupled chains against the exact conditionals
 def test_each_coupled_chain_is_a_glauber_chain_and_pairs_stay_met():
   model = tiny_mlm()
   cond = exact_conditionals(model)
@@ -74,6 +75,7 @@ def test_each_coupled_chain_is_a_glauber_chain_and_pairs_stay_met():
     assert (dist_RB[steps_R < meet[b], b] > 0).all()
 
 
+@pytest.mark.slow  # three coupled runs, each compiled
 def test_a_coupled_run_in_pieces_equals_one_run():
   """The coupling job runs each cell one record per call (for its progress bar): the pieces,
   chained through x, y, meet_B and start_step, give the very same pairs and meeting times."""

@@ -81,6 +81,7 @@ def check_laws(exact, rec, every):
   assert tv(histogram(tokens_RBN[5:].reshape(-1, N)), pi) <= 0.03
 
 
+@pytest.mark.slow  # long chains against the exact laws
 def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
   model = exact[0]
   assert np.allclose(exact[2].sum(1), 1.0, atol=1e-5) and exact[3].min() > 0
@@ -89,6 +90,7 @@ def test_plain_glauber_has_the_exact_step_t_and_stationary_laws(exact):
   check_laws(exact, rec, 8)
 
 
+@pytest.mark.slow  # long chains against the exact laws
 @pytest.mark.parametrize("retire_every,granule", [(32, 8), (1, 1), (0, 8)])
 def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_every, granule):
   """Exact whether finished chains retire often (1, 1), by default (32, 8) or never (0)."""
@@ -101,6 +103,7 @@ def test_rejection_free_has_the_exact_step_t_and_stationary_laws(exact, retire_e
   check_laws(exact, rec, 8)
 
 
+@pytest.mark.slow  # chains compiled with and without the memo
 @pytest.mark.parametrize("retire_every,slots", [(0, 2), (32, 3)])
 def test_the_memo_of_recent_states_serves_revisits_without_changing_any_draw(
   exact, retire_every, slots
@@ -195,6 +198,7 @@ def test_holding_times_and_jumps_agree_between_modes_and_with_exact(exact):
     assert tv(np.bincount(d, minlength=len(P)) / len(d), dest) <= 0.03
 
 
+@pytest.mark.slow  # chains compiled per temperature
 def test_zero_temperature_is_argmax_and_extreme_temperatures_are_finite(exact):
   model, cond_SNC, _, _ = exact
   logits = jnp.asarray([[9.0] * 5 + [0.0, 3.0, 3.0 - 1e-3, -50.0, 0.0, 0.0]])  # ids 5..10 count
@@ -258,6 +262,7 @@ def test_frozen_prefix_and_special_tokens_never_change(exact, method, k):
   assert np.isin(out[5:, OFFSET:-1], CANDIDATES).all()
 
 
+@pytest.mark.slow  # runs in pieces and whole, each compiled
 @pytest.mark.parametrize("mode", ["plain", "rejection_free"])
 def test_resumed_runs_equal_one_run_bitwise(exact, mode, tmp_path):
   """A run continued from an orbax checkpoint equals the uninterrupted run; in plain mode
@@ -300,6 +305,7 @@ def test_recorded_logprobs_are_those_of_the_recorded_tokens(exact, mode):
   np.testing.assert_allclose(np.asarray(rec.logp_RBN).reshape(-1, N), expected, atol=2e-4)
 
 
+@pytest.mark.slow  # many one-step draws per method against the exact marginals
 def test_block_and_parallel_one_step_marginals(exact):
   """Parallel: every site redrawn from p_i(. | x0_-i), the exact single-site conditionals.
   Block with k sites: each drawn from its marginal with all k masked, which differs."""
@@ -338,6 +344,7 @@ np.savez(sys.argv[1], **device_run(Mesh(np.array(jax.devices()), ("data",))))
 """
 
 
+@pytest.mark.slow  # an interpreter with 8 devices compiling the chains
 def test_one_and_eight_devices_give_identical_chains(tmp_path):
   out = tmp_path / "eight.npz"
   run_on_devices(_SCRIPT, 8, str(out), timeout=240)

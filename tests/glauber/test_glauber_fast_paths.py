@@ -82,6 +82,7 @@ def test_bf16_chains_follow_the_exact_law_of_the_bf16_conditionals(models, mode)
     assert tv(histogram(np.asarray(rec.tokens_RBN[r])), mu) <= tv_quantile(mu, B)
 
 
+@pytest.mark.slow  # the chains compiled with and without donation
 def test_a_donated_state_gives_the_same_chains_and_is_consumed():
   """donate=True hands the state's buffers to the result (CPU donates too: the input is
   deleted, so a caller that read it again would fail loudly) and changes no draw."""
@@ -114,6 +115,7 @@ def test_rejection_free_runs_are_unchanged_by_its_donated_loop_buffers():
     jax.tree.map(np.testing.assert_array_equal, u, v)
 
 
+@pytest.mark.slow  # two runs of the job, pipelined and not
 def test_the_pipelined_job_writes_the_trajectory_of_one_uninterrupted_run(
   splade_dir, tmp_path, monkeypatch
 ):

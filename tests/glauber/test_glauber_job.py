@@ -161,6 +161,7 @@ def test_job_writes_outputs_and_a_killed_run_resumes_bitwise(splade_dir, tmp_pat
     np.testing.assert_array_equal(full[k], resumed[k])
 
 
+@pytest.mark.slow  # the job end to end with an embedding model
 def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, minilm_dir, tmp_path):
   res = sample_job.run(
     small_config(splade_dir, embedding_model=str(minilm_dir), num_steps=10, num_chains=2),
@@ -171,6 +172,7 @@ def test_job_with_an_embedding_model_draws_the_drift_figure(splade_dir, minilm_d
   assert "![semantic drift](drift.png)" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow  # runs of the job on both sides of the threshold
 def test_auto_mode_follows_the_threshold_and_runs_rejection_free(splade_dir, tmp_path):
   res = sample_job.run(small_config(splade_dir, num_steps=20, record_every=10), str(tmp_path / "a"))
   assert res["mode"] == "plain" and res["median_stay_probability_at_start"] < 5 / 6
@@ -237,6 +239,7 @@ def test_bad_config_values_are_refused_before_anything_is_loaded_or_written(
   assert not workdir.exists()
 
 
+@pytest.mark.slow  # the coupling job end to end
 def test_coupling_job_reports_every_cell(splade_dir, tmp_path):
   from configs.glauber_coupling import get_config
   from glauber.jobs import coupling as coupling_job

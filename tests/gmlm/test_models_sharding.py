@@ -42,6 +42,7 @@ def _run(directory, out, devices: int) -> np.ndarray:
   return np.load(out)
 
 
+@pytest.mark.slow  # an interpreter with 8 devices compiling the models
 def test_one_and_eight_devices_give_identical_logits(tiny_checkpoint, tmp_path):
   bert = tiny_checkpoint("BertForMaskedLM")
   one, one_sliced = _run(bert, tmp_path / "one.npy", 1)

@@ -24,6 +24,7 @@ def small_config():
   return c
 
 
+@pytest.mark.slow  # the hitting job end to end against the exact law
 def test_hitting_job_writes_run_dir_and_matches_exact_law(tmp_path):
   c = small_config()
   res = experiments.run(c, tmp_path)
@@ -47,6 +48,7 @@ def test_bad_experiment_config_is_rejected_before_any_work(tmp_path):
   assert not (tmp_path / "results.json").exists()
 
 
+@pytest.mark.slow  # sample.py end to end in a child interpreter
 def test_sample_py_entry_point_runs_a_config(tmp_path):
   out = tmp_path / "run"
   cmd = [

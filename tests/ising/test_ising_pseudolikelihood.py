@@ -121,6 +121,7 @@ def test_fit_objective_is_the_documented_estimator(masks):
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+@pytest.mark.slow  # the loss and its Hessian compiled over many parameters
 def test_loss_is_convex():
   rng = np.random.default_rng(5)
   n = 4
@@ -168,6 +169,7 @@ def test_k_equals_n_is_maximum_likelihood():
   np.testing.assert_allclose(np.asarray(fit.theta), mle, atol=2e-4)
 
 
+@pytest.mark.slow  # fits at growing sample sizes against the asymptotic rate
 @pytest.mark.parametrize("k,masks", [(1, "sampled"), (2, "all")])
 def test_estimate_converges_at_rate_trace_sigma_over_n(k, masks):
   """E||theta_hat - theta*||^2 ~ Tr(Sigma_k) / n (Lemma 1): the error shrinks like 1/n."""
@@ -302,6 +304,7 @@ def _tiny(job):
   return c
 
 
+@pytest.mark.slow  # the error-vs-samples job end to end
 def test_error_vs_samples_job_writes_run_directory(tmp_path):
   from ising.jobs import mple_error
 

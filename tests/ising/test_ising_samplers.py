@@ -40,6 +40,7 @@ def check_long_run_law(n, ks, num_chains, seed):
     assert tv(empirical(x, n), p) <= 0.02, f"k={k}, {num_steps} steps"
 
 
+@pytest.mark.slow  # long chains per k against the exact law
 def test_kgibbs_long_run_law_is_exact_n5_every_k():
   check_long_run_law(5, range(1, 6), num_chains=65536, seed=1)
 
@@ -150,6 +151,7 @@ def run_with_devices(num_devices, out_path):
   return json.loads(out_path.read_text())
 
 
+@pytest.mark.slow  # an interpreter with 8 devices compiling the samplers
 def test_same_key_same_chains_on_one_or_eight_devices(tmp_path):
   one = run_with_devices(1, tmp_path / "one.json")
   eight = run_with_devices(8, tmp_path / "eight.json")

@@ -92,6 +92,7 @@ def test_hand_made_extremes():
   assert got["cross"]["other"]["top1"] == 0.0
 
 
+@pytest.mark.slow  # two models compiled with and without sown weights
 def test_sown_weights_are_the_attention_distributions_and_change_nothing():
   model = padir_util.tiny_model(max_source_length=8, max_target_length=8, num_decoder_layers=2)
   inputs = jnp.array([[7, 8, 9, EOS, PAD, PAD], [10, 11, EOS, PAD, PAD, PAD]])

@@ -71,6 +71,7 @@ def _trim(row):
   return tuple(row)
 
 
+@pytest.mark.slow  # beam searches compiled per length penalty
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0])
 def test_a_beam_as_large_as_the_hypothesis_space_is_exhaustive_search(length_penalty):
   L = 3
@@ -132,6 +133,7 @@ def _reference_beam(model, b, K, L, alpha):
   return sorted(finished, key=lambda f: -f[0])[:K]
 
 
+@pytest.mark.slow  # a compiled beam search against a Python one
 def test_small_beam_matches_a_plain_python_beam_search():
   L, K, alpha = 5, 3, 0.6
   stopped_early, truncated = False, False

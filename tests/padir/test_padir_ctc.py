@@ -437,9 +437,9 @@ def test_a_ctc_run_trains_translates_and_resumes_exactly(
   assert 0 <= last["valid_bleu"] <= 100 and np.isfinite(last["valid_loss"])
 
 
-@pytest.mark.slow  # a tiny AR training, then a CTC model warm-started from it
+@pytest.mark.slow  # a CTC model warm-started from the session's tiny AR run
 def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fresh(
-  toy_corpus, tmp_path
+  toy_corpus, tiny_ar_run
 ):
   from flax import nnx
 
@@ -447,17 +447,14 @@ def test_a_ctc_warm_start_copies_the_backbone_and_starts_the_slot_positions_fres
   from padir.model import transformer as model_lib
   from padir.training import warm_start
 
-  ar = tiny_run_config(toy_corpus, 2, warmup_steps=1)
-  ar.model.decoder = "ar"
-  train_job.run(ar, str(tmp_path / "ar"))
   config = _ctc_config(toy_corpus)
-  config.init_from = str(tmp_path / "ar")
+  config.init_from = tiny_ar_run
   cfg = model_lib.ModelConfig.from_run_config(config, 40)
   assert cfg.decoder_length == 32  # 2 x 16 slots, more than the 16 target positions
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=0))
   record = warm_start.apply(model, training.check_warm_start(config))
   assert "target_pos_TD" in record["fresh"] and "embed_VD" in record["copied"]
-  ar_model, _, _ = restore.load_model(str(tmp_path / "ar"))
+  ar_model, _, _ = restore.load_model(tiny_ar_run)
   np.testing.assert_array_equal(
     np.asarray(model.decoder_layers[0].cross_attention.w_q_DNH[...]),
     np.asarray(ar_model.decoder_layers[0].cross_attention.w_q_DNH[...]),

@@ -265,13 +265,9 @@ def _config(corpus_dir, steps=2):
 
 
 @pytest.fixture(scope="module")
-def ar_run(toy_corpus, tmp_path_factory):
-  """A tiny trained AR run (2 steps) on the toy corpus."""
-  c = _config(toy_corpus)
-  c.model.decoder = "ar"
-  workdir = str(tmp_path_factory.mktemp("warm") / "ar")
-  train_job.run(c, workdir)
-  return workdir
+def ar_run(tiny_ar_run):
+  """A tiny trained AR run (2 steps) on the toy corpus: the session's (tests/conftest.py)."""
+  return tiny_ar_run
 
 
 def _padir_from(toy_corpus, ar_run):
