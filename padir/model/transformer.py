@@ -437,10 +437,17 @@ def run_layers(
       f, policy=None if policy is _NOTHING_SAVED else policy, prevent_cse=prevent_cse
     )
 
+  # Dropout streams advance only in training; in eval mode nothing is written back (a decoding
+  # loop's body may not write the model's variables).
+  advancing = any(
+    isinstance(m, nnx.Dropout) and not m.deterministic and m.rate > 0
+    for _, m in nnx.iter_graph(list(layers))
+  )
   if not (scan and uniform):
     for layer, (g, params, rest), xi in zip(layers, splits, per_layer):
       x, rest = checkpointed(g, True)(params, rest, x, xi, consts)
-      nnx.update(layer, rest)
+      if advancing:
+        nnx.update(layer, rest)
     return x
   stack = lambda *a: jnp.stack(a)
   params_L = jax.tree.map(stack, *(p for _, p, _ in splits))
@@ -454,7 +461,8 @@ def run_layers(
 
   x, rest_L = jax.lax.scan(scan_body, x, (params_L, rest_L, xs_L))
   for i, layer in enumerate(layers):
-    nnx.update(layer, jax.tree.map(lambda a: a[i], rest_L))
+    if advancing:
+      nnx.update(layer, jax.tree.map(lambda a: a[i], rest_L))
   return x
 
 
