@@ -62,6 +62,13 @@ def get_config() -> ml_collections.ConfigDict:
   # output projection's vocabulary to aligned tiles (the padded logits are masked out).
   config.model.dtype = "float32"
   config.model.vocab_multiple = 1  # 1: no padding of the vocabulary
+  # How the layers run (the same function and the same checkpoints either way):
+  # scan_layers stacks each layer kind's parameters inside the step and runs one jax.lax.scan
+  # (compiled once per kind, not once per layer); remat recomputes each layer's activations in
+  # the backward pass: "none", "full" (keep the layer's input only) or "dots_saveable" (keep
+  # the matmul outputs). Both may change between the legs of a run.
+  config.model.scan_layers = True
+  config.model.remat = "none"
 
   config.loss = ml_collections.ConfigDict()
   config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens
@@ -70,9 +77,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.loss.stage_input = "argmax"  # or "sample"
   config.loss.stage_reduction = "mean"  # the paper's (1/S) sum over stages; or "sum"
   config.loss.length_weight = 1.0  # weight of the length head's loss beside the token loss
+  # >0: each stage's token CE over chunks of this many positions, the chunk's logits recomputed
+  # in the backward pass (no [B, T, V] float32 logits kept); 0: whole logits.
+  config.loss.logits_chunk = 0
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048
+  # K > 1: the batch runs as K micro-batches of batch_size / K (a scan), one update: the same
+  # update as the whole batch, within float32 summation, with a K-th of its activations.
+  config.train.grad_accum_steps = 1
   config.train.num_train_steps = 1_000  # 23 min on 2 CPU cores (header); paper: 500k
   # >0: stop (with a checkpoint) there; 0: the end. A rerun with a later value (or 0) in the
   # same workdir continues the run (a resumable key: padir.training.loop.RESUMABLE_KEYS).

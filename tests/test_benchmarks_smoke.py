@@ -173,3 +173,17 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
         rf"\| \d+ \| ([\d.]+|-) \|",
         out,
       ), out
+
+
+@pytest.mark.slow  # a dozen compiles of a tiny training step: minutes on a loaded CPU
+def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
+  out = run_benchmark("padir_compile.py", "--tiny", "--json", str(tmp_path / "r.json"), timeout=900)
+  for dtype in ("float32", "bfloat16"):
+    assert re.search(rf"\| {dtype} \| loop / scan \| [\d.]+x \| [\d.]+x \(total [\d.]+x\)", out), (
+      out
+    )
+  assert re.search(r"\| scan \| full \| 16 \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out), out
+  assert re.search(r"\| 16 \| 2 \| full \| 16 \|( [\d.]+ \|){3} yes \|", out), out
+  assert re.search(r"\| synthetic \| 4 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", out), out
+  results = json.loads((tmp_path / "r.json").read_text())
+  assert {len(results[k]) for k in ("compile", "memory", "plan", "step")} == {4, 3, 1, 2}

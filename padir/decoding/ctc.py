@@ -290,8 +290,10 @@ def ctc_loss(
   error_B = jnp.abs(
     output_lengths(collapse(x_BA, targets_BT.shape[1])) - losses.target_lengths(targets_BT)
   )
+  tokens_B = (targets_BT != tokenizer_lib.PAD_ID).sum(-1)
   aux.update(
     token_loss=total,
+    token_count=(tokens_B * feasible_B).sum().astype(jnp.float32),  # the loss's denominator
     ctc_infeasible=1.0 - feasible_B.mean(),
     length_accuracy=(error_B == 0).mean(),
     length_within1=(error_B <= 1).mean(),

@@ -22,6 +22,7 @@ loss leaves the revealed positions out. The ratio follows a schedule over traini
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jax
@@ -54,10 +55,7 @@ def token_cross_entropy(
 ) -> tuple[Array, Array]:
   """(mean CE over non-PAD target positions, accuracy of the argmax over the same positions);
   loss_mask_BT (e.g. glancing's unrevealed positions) narrows the positions further."""
-  weights_BT = targets_BT != tokenizer_lib.PAD_ID
-  if loss_mask_BT is not None:
-    weights_BT = weights_BT & loss_mask_BT
-  weights_BT = weights_BT.astype(jnp.float32)
+  weights_BT = token_weights(targets_BT, loss_mask_BT)
   logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32), axis=-1)
   # A one-hot product, not take_along_axis: on XLA CPU the gather's gradient (a scatter into
   # [B, T, V]) made the loss gradient ~1.5x slower.
@@ -65,6 +63,63 @@ def token_cross_entropy(
   denom = jnp.maximum(weights_BT.sum(), 1.0)
   accuracy = ((jnp.argmax(logits_BTV, -1) == targets_BT) * weights_BT).sum() / denom
   return (nll_BT * weights_BT).sum() / denom, accuracy
+
+
+def token_weights(targets_BT: Array, loss_mask_BT: Array | None = None) -> Array:
+  """[B, T] float32: 1 where token_cross_entropy counts a position (non-PAD, in loss_mask)."""
+  weights_BT = targets_BT != tokenizer_lib.PAD_ID
+  if loss_mask_BT is not None:
+    weights_BT = weights_BT & loss_mask_BT
+  return weights_BT.astype(jnp.float32)
+
+
+def chunked_token_loss(
+  cfg: model_lib.ModelConfig,
+  h_BTD: Array,
+  embed_VD: Array,
+  targets_BT: Array,
+  loss_mask_BT: Array | None = None,
+  *,
+  chunk: int,
+) -> tuple[Array, Array, Array]:
+  """token_cross_entropy(output_logits(cfg, h_BTD, embed_VD), ...) without the [B, T, V] float32
+  logits held for the backward pass (config.loss.logits_chunk, issue 40): the B T positions in
+  chunks of `chunk` under jax.lax.scan, each chunk's logits, log-softmax and one-hot product under
+  jax.checkpoint, so the backward pass recomputes them chunk by chunk from the states it keeps
+  ([B, T, D]). Returns (loss, accuracy, [B, T] the argmax with ban_never_predicted's ids banned:
+  next_stage_input's "argmax", PAD where the target is PAD)."""
+  B, T, D = h_BTD.shape
+  n = B * T
+  num_chunks = -(-n // chunk)
+  pad = num_chunks * chunk - n
+  flat = lambda a, value: jnp.pad(
+    a.reshape(n, *a.shape[2:]), ((0, pad),) + ((0, 0),) * (a.ndim - 2), constant_values=value
+  )
+  h_KCD = flat(h_BTD, 0).reshape(num_chunks, chunk, D)
+  targets_KC = flat(targets_BT, tokenizer_lib.PAD_ID).reshape(num_chunks, chunk)
+  V = cfg.padded_vocab_size
+  ban_V = jnp.asarray(np.where(np.isin(np.arange(V), tokenizer_lib.NEVER_PREDICTED), -np.inf, 0.0))
+
+  @functools.partial(jax.checkpoint, prevent_cse=False)
+  def one_chunk(embed_VD, h_CD, targets_C):
+    logits_CV = model_lib.output_logits(cfg, h_CD, embed_VD)
+    logp_CV = jax.nn.log_softmax(logits_CV, axis=-1)
+    nll_C = -jnp.einsum("CV,CV->C", logp_CV, jax.nn.one_hot(targets_C, V))
+    logits_CV = jax.lax.stop_gradient(logits_CV)
+    best_C = jnp.argmax(logits_CV, -1)
+    allowed_C = jnp.argmax(logits_CV + ban_V.astype(logits_CV.dtype), -1)
+    return nll_C, best_C, allowed_C
+
+  _, (nll_KC, best_KC, allowed_KC) = jax.lax.scan(
+    lambda _, xs: (None, one_chunk(embed_VD, *xs)), None, (h_KCD, targets_KC)
+  )
+  unflat = lambda a_KC: a_KC.reshape(-1)[:n].reshape(B, T)
+  weights_BT = token_weights(targets_BT, loss_mask_BT)
+  denom = jnp.maximum(weights_BT.sum(), 1.0)
+  accuracy = ((unflat(best_KC) == targets_BT) * weights_BT).sum() / denom
+  pred_BT = unflat(allowed_KC).astype(targets_BT.dtype)
+  pred_BT = jnp.where(targets_BT == tokenizer_lib.PAD_ID, targets_BT, pred_BT)
+  return (unflat(nll_KC) * weights_BT).sum() / denom, accuracy, pred_BT
 
 
 def target_lengths(targets_BT: Array) -> Array:
@@ -173,8 +228,10 @@ def multi_stage_loss(
   stage_reduction: Literal["mean", "sum"] = "mean",
   length_weight: float = 1.0,
   glancing: Array | float | None = None,
+  logits_chunk: int = 0,
 ) -> tuple[Array, dict[str, Array]]:
   """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs.
+  logits_chunk > 0: each stage's token CE by chunked_token_loss (that many positions a chunk).
 
   glancing (None: off): GLAT's ratio. A first decoder pass on X(0), without gradient, then
   `glance` reveals reference tokens in X(0); every stage's token loss leaves the revealed
@@ -196,17 +253,31 @@ def multi_stage_loss(
   stage_inputs, x_BT, token_loss = [], x0_BT, 0.0
   for s, stage_key in enumerate(jax.random.split(key, num_stages), start=1):
     stage_inputs.append(x_BT)
-    logits_BTV = model.decode(x_BT, enc_BSD, enc_mask_BS)
-    loss, accuracy = token_cross_entropy(logits_BTV, targets_BT, loss_mask_BT)
+    if logits_chunk:
+      h_BTD = model.decode_hidden(x_BT, enc_BSD, enc_mask_BS)
+      loss, accuracy, pred_BT = chunked_token_loss(
+        model.cfg, h_BTD, model.embed_VD[...], targets_BT, loss_mask_BT, chunk=logits_chunk
+      )
+      if s < num_stages and stage_input == "argmax":
+        x_next_BT = jax.lax.stop_gradient(pred_BT)
+      elif s < num_stages:  # a sample needs the logits: whole, but never kept for the backward
+        logits_BTV = jax.lax.stop_gradient(model._logits(h_BTD))
+        x_next_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
+    else:
+      logits_BTV = model.decode(x_BT, enc_BSD, enc_mask_BS)
+      loss, accuracy = token_cross_entropy(logits_BTV, targets_BT, loss_mask_BT)
+      if s < num_stages:
+        x_next_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
     aux[f"stage{s}_loss"], aux[f"stage{s}_accuracy"] = loss, accuracy
     token_loss = token_loss + loss
     if s < num_stages:
-      x_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
+      x_BT = x_next_BT
   if stage_reduction == "mean":
     token_loss = token_loss / num_stages
   elif stage_reduction != "sum":
     raise ValueError(f"stage_reduction must be 'mean' or 'sum', got {stage_reduction!r}")
   aux["token_loss"] = token_loss
+  aux["token_count"] = token_weights(targets_BT, loss_mask_BT).sum()  # the CE's denominator
   aux["stage_inputs"] = jnp.stack(stage_inputs)  # [num_stages, B, T]
   return token_loss + length_weight * len_loss, aux
 
@@ -223,6 +294,7 @@ def padir_loss(
   stage_reduction: Literal["mean", "sum"] = "mean",
   length_weight: float = 1.0,
   glancing: Array | float | None = None,
+  logits_chunk: int = 0,
 ) -> tuple[Array, dict[str, Array]]:
   """Noise the targets (initial_hypothesis), then multi_stage_loss (glancing: its ratio)."""
   key_noise, key_stages = jax.random.split(key)
@@ -244,6 +316,7 @@ def padir_loss(
     stage_reduction=stage_reduction,
     length_weight=length_weight,
     glancing=glancing,
+    logits_chunk=logits_chunk,
   )
 
 
@@ -255,12 +328,21 @@ def shift_right(targets_BT: Array) -> Array:
 
 
 def ar_loss(
-  model: model_lib.Transformer, batch: dict[str, Array]
+  model: model_lib.Transformer, batch: dict[str, Array], logits_chunk: int = 0
 ) -> tuple[Array, dict[str, Array]]:
-  """Teacher-forced next-token CE of the AR baseline (decoder='ar')."""
+  """Teacher-forced next-token CE of the AR baseline (decoder='ar'); logits_chunk > 0: by
+  chunked_token_loss."""
   if model.cfg.decoder != "ar":
     raise ValueError("ar_loss needs a model with decoder='ar'")
+  targets_BT = batch["targets"]
   enc_BSD, enc_mask_BS = model.encode(batch["inputs"])
-  logits_BTV = model.decode(shift_right(batch["targets"]), enc_BSD, enc_mask_BS)
-  loss, accuracy = token_cross_entropy(logits_BTV, batch["targets"])
-  return loss, {"token_loss": loss, "accuracy": accuracy}
+  if logits_chunk:
+    h_BTD = model.decode_hidden(shift_right(targets_BT), enc_BSD, enc_mask_BS)
+    loss, accuracy, _ = chunked_token_loss(
+      model.cfg, h_BTD, model.embed_VD[...], targets_BT, chunk=logits_chunk
+    )
+  else:
+    logits_BTV = model.decode(shift_right(targets_BT), enc_BSD, enc_mask_BS)
+    loss, accuracy = token_cross_entropy(logits_BTV, targets_BT)
+  count = token_weights(targets_BT).sum()
+  return loss, {"token_loss": loss, "accuracy": accuracy, "token_count": count}

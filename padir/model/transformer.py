@@ -51,6 +51,15 @@ from padir.model import dag_links
 
 Array = jax.Array
 NEG_INF = -1e9
+# config.model.remat: what a layer's backward pass keeps from its forward pass. "none": every
+# activation (no recompute); "full": the layer's input only (the forward recomputed);
+# "dots_saveable": the matmul outputs (the rest recomputed).
+_NOTHING_SAVED = object()
+REMAT_POLICIES = {
+  "none": None,
+  "full": _NOTHING_SAVED,
+  "dots_saveable": jax.checkpoint_policies.dots_saveable,
+}
 
 
 def _axes(*names: str) -> dict[str, tuple[str, ...]]:
@@ -83,6 +92,11 @@ class ModelConfig:
   # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over k x source vertices
   # (padir.model.dag); 0 = off
   dag_upsample: int = 0
+  # True: each layer kind's parameters stacked on a leading axis inside the step and the layers
+  # run by one jax.lax.scan (traced and compiled once per kind); False: a Python loop. The
+  # parameters are stored per layer in both (the same checkpoints, the same AdaFactor).
+  scan_layers: bool = True
+  remat: Literal["none", "full", "dots_saveable"] = "none"  # REMAT_POLICIES: per-layer remat
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -100,6 +114,13 @@ class ModelConfig:
         "max_target_length": config.data.max_target_length,
       }
     )
+
+  @property
+  def remat_policy(self) -> Any:
+    """The jax.checkpoint policy of one layer (None: no rematerialisation)."""
+    if self.remat not in REMAT_POLICIES:
+      raise ValueError(f"remat must be one of {tuple(REMAT_POLICIES)}, got {self.remat!r}")
+    return REMAT_POLICIES[self.remat]
 
   @property
   def compute_dtype(self) -> Any:
@@ -381,6 +402,81 @@ class DecoderLayer(nnx.Module):
     return x_MD + self.ffn(self.norm_ffn(x_MD)), prefix
 
 
+def run_layers(
+  layers: nnx.List,
+  call: Any,
+  x: Array,
+  consts: tuple[Any, ...] = (),
+  per_layer: tuple[Any, ...] | None = None,
+  *,
+  scan: bool = True,
+  remat: str = "none",
+) -> Array:
+  """x through the layers in order: x = call(layer, x, per_layer[i], *consts) for each layer i.
+
+  scan: the layers' parameters (and dropout streams) stacked on a leading axis here, inside the
+  traced step, and one jax.lax.scan runs the layer: the layer is traced and compiled once, not
+  once per layer; the gradient of the stack hands each stored layer its own slice. Layers that
+  differ in their static attributes (one sowing its attention weights) run in a loop instead.
+  remat (config.model.remat): each layer under jax.checkpoint with that policy. The dropout
+  streams advance as in the loop, so both give the same result, masks included."""
+  L = len(layers)
+  per_layer = (None,) * L if per_layer is None else tuple(per_layer)
+  if not L:
+    return x
+  if remat not in REMAT_POLICIES:
+    raise ValueError(f"remat must be one of {tuple(REMAT_POLICIES)}, got {remat!r}")
+  policy = REMAT_POLICIES[remat]
+  splits = [nnx.split(layer, nnx.Param, ...) for layer in layers]
+  graphdef = splits[0][0]
+  uniform = all(g == graphdef for g, _, _ in splits[1:])
+  if policy is None and not (scan and uniform):
+    for layer, xi in zip(layers, per_layer):
+      x = call(layer, x, xi, *consts)
+    return x
+
+  def body(graphdef, params, rest, x, xi, consts):
+    m = nnx.merge(graphdef, params, rest)
+    y = call(m, x, xi, *consts)
+    return y, nnx.split(m, nnx.Param, ...)[2]
+
+  def checkpointed(graphdef, prevent_cse):
+    f = lambda *args: body(graphdef, *args)
+    if policy is None:
+      return f
+    return jax.checkpoint(
+      f, policy=None if policy is _NOTHING_SAVED else policy, prevent_cse=prevent_cse
+    )
+
+  # Dropout streams advance only in training; in eval mode nothing is written back (a decoding
+  # loop's body may not write the model's variables).
+  advancing = any(
+    isinstance(m, nnx.Dropout) and not m.deterministic and m.rate > 0
+    for _, m in nnx.iter_graph(list(layers))
+  )
+  if not (scan and uniform):
+    for layer, (g, params, rest), xi in zip(layers, splits, per_layer):
+      x, rest = checkpointed(g, True)(params, rest, x, xi, consts)
+      if advancing:
+        nnx.update(layer, rest)
+    return x
+  stack = lambda *a: jnp.stack(a)
+  params_L = jax.tree.map(stack, *(p for _, p, _ in splits))
+  rest_L = jax.tree.map(stack, *(r for _, _, r in splits))
+  xs_L = None if all(xi is None for xi in per_layer) else jax.tree.map(stack, *per_layer)
+  step = checkpointed(graphdef, False)
+
+  def scan_body(x, inputs):
+    params, rest, xi = inputs
+    return step(params, rest, x, xi, consts)
+
+  x, rest_L = jax.lax.scan(scan_body, x, (params_L, rest_L, xs_L))
+  for i, layer in enumerate(layers):
+    if advancing:
+      nnx.update(layer, jax.tree.map(lambda a: a[i], rest_L))
+  return x
+
+
 class Transformer(nnx.Module):
   """encode() once per source; decode() once per refinement step (nar) or per token (ar)."""
 
@@ -430,8 +526,14 @@ class Transformer(nnx.Module):
     )
     mask_BS = tokens_BS != tokenizer_lib.PAD_ID
     x_BSD = self._embed(tokens_BS, self.source_pos_SD[...][: tokens_BS.shape[1]])
-    for layer in self.encoder_layers:
-      x_BSD = layer(x_BSD, mask_BS[:, None, :] & mask_BS[:, :, None])
+    x_BSD = run_layers(
+      self.encoder_layers,
+      lambda layer, x_BSD, _, mask_BSS: layer(x_BSD, mask_BSS),
+      x_BSD,
+      (mask_BS[:, None, :] & mask_BS[:, :, None],),
+      scan=self.cfg.scan_layers,
+      remat=self.cfg.remat,
+    )
     return self.encoder_norm(x_BSD), mask_BS
 
   def length_head_logits(self, enc_BSD: Array) -> Array:
@@ -457,7 +559,8 @@ class Transformer(nnx.Module):
     fixed: tuple[LayerFixed, ...] | None = None,
     return_hidden: bool = False,
   ) -> Array | tuple[Array, Array]:
-    """One decoder pass -> logits [B, T, V] (return_hidden: and the final states [B, T, D]).
+    """One decoder pass -> logits [B, T, V]: the output layer (`output_logits`) over
+    decode_hidden's states (return_hidden: and those states [B, T, D]).
 
     nar: hyp is the current hypothesis, PAD beyond its length; every position sees every
     non-PAD position. ar: hyp is [BOS] + target[:-1]; position t sees positions <= t.
@@ -465,6 +568,18 @@ class Transformer(nnx.Module):
     fixed: project_encoder's cross-attention keys and values of these B rows, computed once
     for several passes (PaDIR refinement); then enc_BSD may be None.
     """
+    h_BTD = self.decode_hidden(hyp_BT, enc_BSD, enc_mask_BS, fixed)
+    return (self._logits(h_BTD), h_BTD) if return_hidden else self._logits(h_BTD)
+
+  def decode_hidden(
+    self,
+    hyp_BT: Array,
+    enc_BSD: Array | None,
+    enc_mask_BS: Array,
+    fixed: tuple[LayerFixed, ...] | None = None,
+  ) -> Array:
+    """decode() before its output layer: the final LayerNorm's states [B, T, D] (the losses
+    that never hold the whole vocabulary's logits read these: losses.chunked_token_loss)."""
     T = hyp_BT.shape[1]
     pos_TD = self.target_pos_TD[...][:T]
     valid_BT = hyp_BT != tokenizer_lib.PAD_ID
@@ -475,11 +590,16 @@ class Transformer(nnx.Module):
     mask_BTT = mask_BTT | jnp.eye(T, dtype=bool)[None]
     mask_BTS = jnp.broadcast_to(enc_mask_BS[:, None, :], (hyp_BT.shape[0], T, enc_mask_BS.shape[1]))
     x_BTD = self._embed(hyp_BT, pos_TD)
-    fixed = fixed or (None,) * len(self.decoder_layers)
-    for layer, f in zip(self.decoder_layers, fixed):
-      x_BTD = layer(x_BTD, pos_TD[None], enc_BSD, mask_BTT, mask_BTS, f)
-    h_BTD = self.decoder_norm(x_BTD)
-    return (self._logits(h_BTD), h_BTD) if return_hidden else self._logits(h_BTD)
+    x_BTD = run_layers(
+      self.decoder_layers,
+      lambda layer, x_BTD, f, *consts: layer(x_BTD, *consts, f),
+      x_BTD,
+      (pos_TD[None], enc_BSD, mask_BTT, mask_BTS),
+      fixed,
+      scan=self.cfg.scan_layers,
+      remat=self.cfg.remat,
+    )
+    return self.decoder_norm(x_BTD)
 
   def project_encoder(self, enc_MSD: Array) -> tuple[LayerFixed, ...]:
     """Per decoder layer, the cross-attention keys and values of the encoder states (the
@@ -495,18 +615,7 @@ class Transformer(nnx.Module):
   def _logits(self, h_xD: Array) -> Array:
     """The output layer: tied to the embeddings, scaled by 1 / sqrt(d_model), float32; with
     vocab_multiple, padded_vocab_size columns, the padding NEG_INF."""
-    cfg = self.cfg
-    V, Vp = cfg.vocab_size, cfg.padded_vocab_size
-    embed_VD = self.embed_VD[...]
-    if Vp > V:
-      embed_VD = jnp.pad(embed_VD, ((0, Vp - V), (0, 0)))
-    logits_xV = jnp.einsum(
-      "...D,VD->...V",
-      h_xD.astype(cfg.compute_dtype),
-      embed_VD.astype(cfg.compute_dtype),
-      preferred_element_type=jnp.float32,
-    ) / jnp.sqrt(jnp.float32(cfg.d_model))
-    return logits_xV if Vp == V else jnp.where(jnp.arange(Vp) < V, logits_xV, NEG_INF)
+    return output_logits(self.cfg, h_xD, self.embed_VD[...])
 
   # Incremental AR decoding: a KV cache per decoder layer, cross-attention projected once.
 
@@ -554,6 +663,21 @@ class Transformer(nnx.Module):
       prefix.append(p)
     logits_MV = self._logits(self.decoder_norm(x_MD))[:, : self.cfg.vocab_size]
     return logits_MV, cache.replace(prefix=tuple(prefix))
+
+
+def output_logits(cfg: ModelConfig, h_xD: Array, embed_VD: Array) -> Array:
+  """Transformer._logits as a function of the states and the embeddings (a loss can
+  recompute it chunk by chunk under jax.checkpoint)."""
+  V, Vp = cfg.vocab_size, cfg.padded_vocab_size
+  if Vp > V:
+    embed_VD = jnp.pad(embed_VD, ((0, Vp - V), (0, 0)))
+  logits_xV = jnp.einsum(
+    "...D,VD->...V",
+    h_xD.astype(cfg.compute_dtype),
+    embed_VD.astype(cfg.compute_dtype),
+    preferred_element_type=jnp.float32,
+  ) / jnp.sqrt(jnp.float32(cfg.d_model))
+  return logits_xV if Vp == V else jnp.where(jnp.arange(Vp) < V, logits_xV, NEG_INF)
 
 
 def source_lengths(enc_mask_BS: Array) -> Array:

@@ -148,6 +148,20 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_int(config, "decode.beam_size", lo=1)
   if _has(config, "decode.length_penalty"):
     checks.check_float(config, "decode.length_penalty")
+  if _has(config, "train.grad_accum_steps"):
+    K = checks.check_int(config, "train.grad_accum_steps", lo=1)
+    checks.check(
+      config.train.batch_size % (K * jax.process_count()) == 0,
+      "train.grad_accum_steps",
+      K,
+      f"must divide train.batch_size={config.train.batch_size} (per process)",
+    )
+  if _has(config, "model.scan_layers"):
+    _check_bool(config, "model.scan_layers")
+  if _has(config, "model.remat"):
+    checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
+  if _has(config, "loss.logits_chunk"):
+    checks.check_int(config, "loss.logits_chunk", lo=0)
   if _has(config, "mesh.data"):
     checks.check_int(config, "mesh.data", lo=-1)
   if _has(config, "mesh.model"):
@@ -248,8 +262,17 @@ def check_warm_start(config: ml_collections.ConfigDict, vocab_path: str | None =
   return warm_start.check(config, vocab_path or vocab.vocabulary_path(config))
 
 
-# Keys that may change between the legs of one run: stop at step s, rerun with a later s.
-RESUMABLE_KEYS = ("train.stop_at_step", "train.progress_bar")
+# Keys that may change between the legs of one run: stop at step s, rerun with a later s; how
+# the layers and the loss run (the same function, the same checkpoints: issue 40), and the
+# number of micro-batches of a step (the same update).
+RESUMABLE_KEYS = (
+  "train.stop_at_step",
+  "train.progress_bar",
+  "model.scan_layers",
+  "model.remat",
+  "loss.logits_chunk",
+  "train.grad_accum_steps",
+)
 
 
 def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
@@ -271,9 +294,10 @@ def loss_fn(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """The training loss; step (training only) drives the glancing ratio's schedule, and without
   it (evaluation) there is no glancing: validation loss measures the plain task."""
-  if model.cfg.decoder == "ar":
-    return losses.ar_loss(model, batch)
   c = config.loss
+  chunk = c.get("logits_chunk", 0)
+  if model.cfg.decoder == "ar":
+    return losses.ar_loss(model, batch, logits_chunk=chunk)
   schedule = glancing_schedule(config)
   glancing = None
   if schedule is not None and step is not None:
@@ -300,22 +324,96 @@ def loss_fn(
     stage_reduction=c.stage_reduction,
     length_weight=c.length_weight,
     glancing=glancing,
+    logits_chunk=chunk,
   )
   aux.pop("stage_inputs")
   aux.pop("revealed", None)
   return loss, aux
 
 
+def token_counts(batch: dict[str, jax.Array], model_cfg: model_lib.ModelConfig) -> jax.Array:
+  """[R] the denominator of the token loss of each row's own batch, known before the loss runs:
+  its non-PAD target tokens (with CTC, those of the rows an alignment can produce). Glancing
+  leaves revealed positions out of it, a count known only after its first pass: these counts
+  include them (`accumulated_grads`)."""
+  targets_RT = batch["targets"]
+  tokens_R = (targets_RT != tokenizer_lib.PAD_ID).sum(-1)
+  if model_cfg.decoder == "nar" and model_cfg.ctc_upsample:
+    slots_R = (ctc.upsample(batch["inputs"], model_cfg.ctc_upsample) != tokenizer_lib.PAD_ID).sum(
+      -1
+    )
+    tokens_R = tokens_R * (ctc.needed_slots(targets_RT) <= slots_R)
+  return tokens_R.astype(jax.numpy.float32)
+
+
+def accumulated_grads(
+  model: model_lib.Transformer,
+  batch: dict[str, jax.Array],
+  key: jax.Array,
+  config: ml_collections.ConfigDict,
+  step: jax.Array,
+  num_micro: int,
+) -> tuple[dict[str, jax.Array], Any]:
+  """(metrics, gradient) of the loss over `batch` as num_micro micro-batches run one after the
+  other in a jax.lax.scan, the gradients summed: one micro-batch's activations at a time
+  (config.train.grad_accum_steps). Micro-batch k holds rows k, k + K, ... (each spread over a
+  data mesh axis as the batch is). Each micro-batch's token loss is weighted by its share of the
+  batch's tokens and the rest (the length loss: a mean over rows) by 1 / K, so the sum is the
+  one-batch loss and its gradient, up to float32 summation (with glancing, whose denominator
+  leaves out the revealed tokens, the weights are the shares of the target tokens). Micro-batch
+  k draws its noise from fold_in(key, k); the dropout streams run on through the micro-batches."""
+  K = num_micro
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  micro = jax.tree.map(
+    lambda a: jax.numpy.swapaxes(a.reshape(a.shape[0] // K, K, *a.shape[1:]), 0, 1), batch
+  )
+  counts_K = jax.vmap(lambda b: token_counts(b, model.cfg).sum())(micro)
+  shares_K = counts_K / jax.numpy.maximum(counts_K.sum(), 1.0)
+
+  def micro_loss(params, rest, mb, k):
+    # New Variables at this trace level (merge would reuse the scan carry's: not mutable here).
+    m = nnx.merge(graphdef, params, jax.tree.map(lambda x: x, rest))
+    loss, aux = loss_fn(m, mb, jax.random.fold_in(key, k), config, step)
+    weighted = shares_K[k] * aux["token_loss"] + (loss - aux["token_loss"]) / K
+    return weighted, (aux, nnx.split(m, nnx.Param, ...)[2])
+
+  grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+
+  def body(carry, xs):
+    grads, rest = carry
+    mb, k = xs
+    (weighted, (aux, rest)), g = grad_fn(params, rest, mb, k)
+    return (jax.tree.map(jax.numpy.add, grads, g), rest), (weighted, aux)
+
+  zeros = jax.tree.map(jax.numpy.zeros_like, params)
+  (grads, rest), (weighted_K, aux_K) = jax.lax.scan(
+    body, (zeros, rest), (micro, jax.numpy.arange(K))
+  )
+  nnx.update(model, rest)
+  metrics = {k: v.mean(0) for k, v in aux_K.items()}
+  metrics["token_loss"] = (shares_K * aux_K["token_loss"]).sum()
+  metrics["token_count"] = aux_K["token_count"].sum()
+  return {"loss": weighted_K.sum(), **metrics}, grads
+
+
 def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   """Jitted train and eval steps; keys derive from (seed, step) only. With state_shardings (of
-  nnx.state((model, optimizer))), the updated state keeps those shardings."""
+  nnx.state((model, optimizer))), the updated state keeps those shardings. With
+  config.train.grad_accum_steps = K > 1 the train step runs K micro-batches
+  (`accumulated_grads`) before its one update."""
+  num_micro = config.train.get("grad_accum_steps", 1)
 
   @nnx.jit
   def train_step(model, optimizer, batch, key, dropout_key, step=0):
     nnx.reseed(model, dropout=dropout_key)
-    (loss, aux), grads = nnx.value_and_grad(
-      lambda m: loss_fn(m, batch, key, config, step), has_aux=True
-    )(model)
+    if num_micro > 1:
+      aux, grads = accumulated_grads(model, batch, key, config, step, num_micro)
+      loss = aux.pop("loss")
+    else:
+      (loss, aux), grads = nnx.value_and_grad(
+        lambda m: loss_fn(m, batch, key, config, step), has_aux=True
+      )(model)
+    aux.pop("token_count", None)
     optimizer.update(model, grads)
     if state_shardings is not None:
       nnx.update(
@@ -327,6 +425,7 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   @nnx.jit
   def eval_step(model, batch, key):
     loss, aux = loss_fn(model, batch, key, config)
+    aux.pop("token_count", None)
     return {"loss": loss, **aux}
 
   return train_step, eval_step
