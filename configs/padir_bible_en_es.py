@@ -68,7 +68,7 @@ def get_config() -> ml_collections.ConfigDict:
   # the backward pass: "none", "full" (keep the layer's input only) or "dots_saveable" (keep
   # the matmul outputs). Both may change between the legs of a run.
   config.model.scan_layers = True
-  config.model.remat = "none"
+  config.model.remat = "none"  # per-layer rematerialisation policy (above)
 
   config.loss = ml_collections.ConfigDict()
   config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens

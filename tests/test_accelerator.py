@@ -139,7 +139,7 @@ def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path
   longer in all (PaDIR's training step alone compiles in ~10-40 s here), the run ends within
   the budget (plus the interpreter's start and the report), skips rows with a note naming the
   prediction, and every row it finished is in results.jsonl."""
-  budget = 40
+  budget = 12  # below the padir section's first-row prior (20 s), so it must skip
   t0 = time.monotonic()
   proc = _suite(
     tmp_path, "--budget", str(budget), "--sections", "matmul_peak,mlm_forward,glauber,padir"

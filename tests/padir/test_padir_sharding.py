@@ -24,7 +24,8 @@ import sys, numpy as np, jax, ml_collections
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 from configs import padir_bible_en_es
-from padir import model as model_lib, restore, sharding as sharding_lib
+from padir.model import restore, transformer as model_lib
+from padir.training import sharding as sharding_lib
 from padir.jobs import train as train_job
 corpus_dir, out_dir, meshes = sys.argv[1], sys.argv[2], eval(sys.argv[3])
 assert jax.device_count() == 8, jax.devices()
