@@ -85,6 +85,7 @@ VALID = {
   ("model.num_decoder_layers", "0"): "a decoder of embeddings only (an ablation)",
   ("model.max_length_offset", "0"): "0 = absolute length classes (the paper's)",
   ("model.ctc_upsample", "0"): "0 = no CTC: the length head and refinement (the paper's)",
+  ("loss.logits_chunk", "0"): "0 = the whole logits (no chunked cross-entropy)",
   ("loss.glancing_anneal_steps", "0"): "0 = a constant glancing ratio",
   (
     "init_from",

@@ -429,7 +429,9 @@ def run_layers(
   policy = REMAT_POLICIES[remat]
   splits = [nnx.split(layer, nnx.Param, ...) for layer in layers]
   graphdef = splits[0][0]
-  uniform = all(g == graphdef for g, _, _ in splits[1:])
+  # one layer: nothing to scan over, and a lone layer that sows (the stutter analysis) must run
+  # in the loop, where its intermediates reach nnx.capture
+  uniform = L > 1 and all(g == graphdef for g, _, _ in splits[1:])
   if policy is None and not (scan and uniform):
     for layer, xi in zip(layers, per_layer):
       x = call(layer, x, xi, *consts)

@@ -20,6 +20,7 @@ them, and each process reads its rows of every global batch.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
@@ -150,8 +151,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_float(config, "decode.length_penalty")
   if _has(config, "train.grad_accum_steps"):
     K = checks.check_int(config, "train.grad_accum_steps", lo=1)
+    # the processes a multi-host run will join, read from the environment: jax.process_count()
+    # would start the backend before jax.distributed.initialize (open_run) may run
+    processes = int(os.environ.get("JAX_NUM_PROCESSES", "1") or 1)
     checks.check(
-      config.train.batch_size % (K * jax.process_count()) == 0,
+      config.train.batch_size % (K * processes) == 0,
       "train.grad_accum_steps",
       K,
       f"must divide train.batch_size={config.train.batch_size} (per process)",
