@@ -275,6 +275,11 @@ def test_roofline_predicts_a_compute_bound_forward_within_2x_on_this_cpu():
   positions = jnp.full((B, 1), L // 2, jnp.int32)
   call = lambda: b.block(gm.masked_logits(model, tokens, positions))
   best = min(b._once(call) for _ in range(5))  # the peak's statistic: load only slows a call
+  # the peak again, after the forward, and the lower of the two: the load the forward ran under
+  # (under pytest-xdist another worker may have been idle for the first and busy for the second)
+  before = dict(ctx.peak_tflops)
+  b.section_matmul_peak(ctx, b.Section("matmul_peak", 900))
+  ctx.peak_tflops = {k: min(v, before.get(k, v)) for k, v in ctx.peak_tflops.items()}
   forward.row(f"float32 B={B} L={L}", compile_s, best, cost, "float32")
   rows = b.roofline(ctx, {"mlm_forward": dict(rows=forward.rows)}, "cpu")
   (r,) = rows
