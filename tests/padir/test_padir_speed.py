@@ -137,6 +137,7 @@ def test_frontier_grid_names_each_decoder_once_with_its_options():
   assert d.options.length_prior and d.options.drop == "reset"
 
 
+@pytest.mark.slow  # a compile per width: ~1 min, out of the quick tier
 def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
   """decoding.OneCallTrimmed (length choice and refinement in one jitted call, the width chosen by
   a switch inside it) against the full-width decoder, with and without the AR reranker."""
@@ -157,6 +158,7 @@ def test_a_one_call_trimmed_decoder_gives_the_two_call_decoders_tokens():
       assert float(p_one) == float(p_full)
 
 
+@pytest.mark.slow  # a compile per width and decoder: ~2.5 min, out of the quick tier
 def test_source_trimming_changes_no_token_of_padir_greedy_or_beam():
   """source_trim = k cuts the sources to their width (PAD excluded) rounded up to k: the tokens
   and passes of the untrimmed decoder, alone and in a padded batch, for PaDIR (untrimmed,
