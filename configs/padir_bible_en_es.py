@@ -63,11 +63,13 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.dtype = "float32"
   config.model.vocab_multiple = 1  # 1: no padding of the vocabulary
   # How the layers run (the same function and the same checkpoints either way):
-  # scan_layers stacks each layer kind's parameters inside the step and runs one jax.lax.scan
-  # (compiled once per kind, not once per layer); remat recomputes each layer's activations in
-  # the backward pass: "none", "full" (keep the layer's input only) or "dots_saveable" (keep
-  # the matmul outputs). Both may change between the legs of a run.
-  config.model.scan_layers = True
+  # scan_layers "scan" stacks each layer kind's parameters inside the step and runs one
+  # jax.lax.scan (compiled once per kind, not once per layer), "loop" runs a Python loop, "auto"
+  # the scan on an accelerator and the loop on a CPU (0.80x / 0.92x per step scanned on the
+  # synthetic / Bible configs on 2 CPU cores: docs/padir_training.md); remat recomputes each
+  # layer's activations in the backward pass: "none", "full" (keep the layer's input only) or
+  # "dots_saveable" (keep the matmul outputs). Both may change between the legs of a run.
+  config.model.scan_layers = "auto"
   config.model.remat = "none"  # per-layer rematerialisation policy (above)
 
   config.loss = ml_collections.ConfigDict()
@@ -86,6 +88,9 @@ def get_config() -> ml_collections.ConfigDict:
   # K > 1: the batch runs as K micro-batches of batch_size / K (a scan), one update: the same
   # update as the whole batch, within float32 summation, with a K-th of its activations.
   config.train.grad_accum_steps = 1
+  # True: AdaFactor's update traced once per parameter shape, vmapped over the arrays of that
+  # shape (the same update, half the step's compiled kernels); False: once per array.
+  config.train.optimizer_by_shape = True
   config.train.num_train_steps = 1_000  # 23 min on 2 CPU cores (header); paper: 500k
   # >0: stop (with a checkpoint) there; 0: the end. A rerun with a later value (or 0) in the
   # same workdir continues the run (a resumable key: padir.training.loop.RESUMABLE_KEYS).

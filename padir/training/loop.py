@@ -161,7 +161,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
       f"must divide train.batch_size={config.train.batch_size} (per process)",
     )
   if _has(config, "model.scan_layers"):
-    _check_bool(config, "model.scan_layers")
+    v = config.model.scan_layers
+    checks.check(
+      v is True or v is False or v in ("auto", "scan", "loop"),
+      "model.scan_layers",
+      v,
+      "must be 'scan', 'loop' or 'auto' (the scan on an accelerator, the loop on a CPU)",
+    )
+  if _has(config, "train.optimizer_by_shape"):
+    _check_bool(config, "train.optimizer_by_shape")
   if _has(config, "model.remat"):
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
   if _has(config, "loss.logits_chunk"):
@@ -267,7 +275,7 @@ def check_warm_start(config: ml_collections.ConfigDict, vocab_path: str | None =
 
 
 # Keys that may change between the legs of one run: stop at step s, rerun with a later s; how
-# the layers and the loss run (the same function, the same checkpoints: issue 40), and the
+# the layers, the loss and the optimizer run (the same function, the same checkpoints), and the
 # number of micro-batches of a step (the same update).
 RESUMABLE_KEYS = (
   "train.stop_at_step",
@@ -276,6 +284,7 @@ RESUMABLE_KEYS = (
   "model.remat",
   "loss.logits_chunk",
   "train.grad_accum_steps",
+  "train.optimizer_by_shape",
 )
 
 

@@ -106,9 +106,9 @@ def test_every_released_structure_gives_the_loops_logits_when_scanned(key):
   """Logits (and the length head) of the scanned layers equal the Python loop's within 1e-5 on
   the same weights, for each released config's structure; the weights of one load into the
   other as they are (one storage layout: parameters per layer)."""
-  loop = _model(_shrunk(key, scan_layers=False))
-  scanned = _model(_shrunk(key), seed=1)  # other initial weights, replaced below
-  assert scanned.cfg.scan_layers and not loop.cfg.scan_layers
+  loop = _model(_shrunk(key, scan_layers="loop"))
+  scanned = _model(_shrunk(key, scan_layers="scan"), seed=1)  # other initial weights, replaced
+  assert scanned.cfg.scanned and not loop.cfg.scanned
   nnx.update(scanned, nnx.state(loop, nnx.Param))  # one run's weights into the other layout
   batch = _batch(0)
   out = {}
@@ -139,7 +139,7 @@ def test_scan_and_remat_give_the_loops_loss_and_gradients_with_dropout(remat):
   key = ("nar", 2, 2, 2, True, 0.0, 0, "float32", 1)  # decoder, layers, heads, positional, ...
   batch = _batch(1)
   results = []
-  for cfg in (_shrunk(key, scan_layers=False), _shrunk(key, remat=remat)):
+  for cfg in (_shrunk(key, scan_layers="loop"), _shrunk(key, scan_layers="scan", remat=remat)):
     m = _model(cfg)
     nnx.reseed(m, dropout=jax.random.key(7, impl="rbg"))
 
@@ -286,7 +286,7 @@ def _metrics(workdir: str) -> list[dict]:
 @pytest.mark.parametrize(
   "first,second",
   [
-    ({"model.scan_layers": False}, {"model.scan_layers": True}),  # an unrolled run, resumed scanned
+    ({"model.scan_layers": "loop"}, {"model.scan_layers": "scan"}),  # unrolled, resumed scanned
     ({"train.grad_accum_steps": 2}, {"train.grad_accum_steps": 2}),  # accumulating, stopped
   ],
   ids=["unrolled_then_scanned", "accumulating"],
@@ -320,4 +320,19 @@ def test_a_run_stopped_and_resumed_with_these_options_matches_the_straight_run(
 def test_validate_refuses_accumulation_that_does_not_divide_the_batch():
   c = tiny_run_config("unused", 2, grad_accum_steps=3)
   with pytest.raises(training.checks.ConfigError, match="grad_accum_steps"):
+    training.validate(c)
+
+
+def test_auto_layout_is_the_scan_on_accelerators_and_the_loop_on_cpu(monkeypatch):
+  """scan_layers="auto" resolves on the platform (the loop measured faster per step on CPU);
+  True / False from configs written before "auto" keep their meaning; a bad value is one line."""
+  key = next(iter(STRUCTURES))
+  assert _shrunk(key, scan_layers="scan").scanned and not _shrunk(key, scan_layers="loop").scanned
+  assert _shrunk(key, scan_layers=True).scanned and not _shrunk(key, scan_layers=False).scanned
+  for backend, scanned in (("cpu", False), ("gpu", True), ("tpu", True)):
+    monkeypatch.setattr(jax, "default_backend", lambda b=backend: b)
+    assert _shrunk(key, scan_layers="auto").scanned is scanned
+  c = tiny_run_config("unused", 2)
+  c.model.scan_layers = "scanned"
+  with pytest.raises(training.checks.ConfigError, match="scan_layers='scanned'.*'auto'"):
     training.validate(c)
