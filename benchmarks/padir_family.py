@@ -36,6 +36,7 @@ import json
 import os
 import re
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -96,38 +97,50 @@ def model_config(name: str, dag_upsample: int) -> ml_collections.ConfigDict:
   raise ValueError(f"unknown model {name!r}: one of {MODELS}")
 
 
-def task_data(task: str, root: str, pairs: int, tiny: bool) -> dict:
+def task_dir(task: str, seed: int) -> str:
+  """A task's directory name: the task, and the grammar seed when it is not 0 (a held-aside
+  draw of the same knobs with a fresh lexicon, cipher and sentences)."""
+  return task if seed == 0 else f"{task}_seed{seed}"
+
+
+def task_data(task: str, root: str, pairs: int, tiny: bool, seed: int = 0) -> dict:
   """The data keys of a task (writing a family corpus once)."""
   if task == "bible":
     d = padir_bible_en_es.get_config().data
     return {k: d[k] for k in ("corpus_dir", "prepare_bible", "source_lang", "target_lang")}
-  out = os.path.join(root, "data", task)
+  out = os.path.join(root, "data", task_dir(task, seed))
   sizes = {"train": pairs, "valid": 64 if tiny else 512, "test": 32 if tiny else 1024}
   if not os.path.isfile(os.path.join(out, "manifest.json")):
-    grammar.write_corpus(out, sizes, grammar.FAMILY[task], seed=0)
+    grammar.write_corpus(out, sizes, grammar.FAMILY[task], seed=seed)
   with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
     manifest = json.load(f)
-  words = manifest["source_words"][1]
-  # Up to 2 pieces a word, fertility and agreement markers on the target side; a multiple of 8.
-  longest = -(-(2 * words * (1 + manifest["knobs"]["fertility"]) + 12) // 8) * 8
-  return {
-    "corpus_dir": out,
-    "prepare_bible": False,
-    "source_lang": "en",
-    "target_lang": "cx",
-    "max_source_length": int(longest),
-    "max_target_length": int(longest),
-  }
+  del manifest
+  return {"corpus_dir": out, "prepare_bible": False, "source_lang": "en", "target_lang": "cx"}
 
 
-def fit_vocabulary(config: ml_collections.ConfigDict) -> None:
+def fit_lengths(config: ml_collections.ConfigDict, tok) -> None:
+  """Sets the config's length limits to the corpus's longest sentence in pieces (EOS included),
+  over every split, rounded up to a multiple of 8: no pair is dropped and no test source cut."""
+  longest = 1
+  for split in ("train", "valid", "test"):
+    pairs = data.read_split(
+      config.data.corpus_dir, split, config.data.source_lang, config.data.target_lang
+    )
+    for pair in pairs:
+      longest = max(longest, *(len(tok.encode(s)) + 1 for s in pair))
+  longest = -(-longest // 8) * 8
+  config.data.update(max_source_length=longest, max_target_length=longest)
+
+
+def fit_vocabulary(config: ml_collections.ConfigDict):
   """Trains the config's vocabulary once, lowered to the largest size SentencePiece allows on
   the corpus when the asked size is too large (the size read from its error); the config then
   names the size it has."""
   while True:
     try:
-      config.data.vocab_size = vocab.prepare_vocabulary(config).vocab_size
-      return
+      tok = vocab.prepare_vocabulary(config)
+      config.data.vocab_size = tok.vocab_size
+      return tok
     except Exception as e:  # pylint: disable=broad-except (SentencePiece's RuntimeError)
       allowed = re.search(r"<= (\d+)", str(e))
       if not allowed or int(allowed.group(1)) >= config.data.vocab_size:
@@ -139,11 +152,12 @@ def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
   c = model_config(name, args.dag_upsample)
-  c.data.update(task_data(task, root, args.pairs, args.tiny))
+  c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
   c.data.bucket_boundaries = ()
   if task != "bible":
     c.data.update(
-      vocab_size=args.vocab_size, vocab_path=os.path.join(root, "data", task, "spm.model")
+      vocab_size=args.vocab_size,
+      vocab_path=os.path.join(root, "data", task_dir(task, args.grammar_seed), "spm.model"),
     )
   c.train.update(
     num_train_steps=args.steps,
@@ -161,7 +175,9 @@ def run_config(
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
     c.train.update(batch_size=16, eval_batches=1)
     c.decode.num_lengths = 2
-  fit_vocabulary(c)
+  tok = fit_vocabulary(c)
+  if task != "bible":
+    fit_lengths(c, tok)
   return c
 
 
@@ -169,15 +185,17 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Trains (or resumes, or finds finished) one run; its timing over every leg."""
   rd = training.open_run(config, workdir)
   timing = rd.read_json(TIMING) if os.path.isfile(os.path.join(workdir, TIMING)) else {}
+  wall, cpu = time.time(), cpu_seconds()
   try:
-    wall, cpu = time.time(), cpu_seconds()
     training.fit(config, rd)
+  finally:
+    # Written however the leg ends (finished, early-stopped, Ctrl-C), so a resumed run adds up
+    # every leg; a leg killed outright (SIGKILL) is the only one lost.
     timing = {
       "wall": timing.get("wall", 0.0) + time.time() - wall,
       "cpu": timing.get("cpu", 0.0) + cpu_seconds() - cpu,
     }
     rd.write_json(TIMING, timing)
-  finally:
     rd.close()
   return timing
 
@@ -205,7 +223,7 @@ class Row:
 
 def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> Row:
   config = run_config(name, task, root, args)
-  workdir = os.path.join(root, task, name)
+  workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
   timing = train(config, workdir)
   model, tok, trained = restore.load_model(workdir)
   sources, references = test_pairs(trained)
@@ -226,7 +244,7 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> Row:
   _, evals = curves.read_metrics(workdir)
   bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
   return Row(
-    task=task,
+    task=task_dir(task, args.grammar_seed),
     model=name,
     bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
     hypotheses=hyps,
@@ -285,9 +303,18 @@ def main(argv=None) -> int:
   )
   parser.add_argument("--dag-upsample", type=int, default=3)
   parser.add_argument("--resamples", type=int, default=1000)
+  parser.add_argument(
+    "--grammar-seed",
+    type=int,
+    default=0,
+    help="the grammar's seed: 0 for the family's tasks, another for a held-aside draw",
+  )
   parser.add_argument("--tiny", action="store_true", help="tiny tasks and models: a smoke run")
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
+  # Ctrl-C (SIGINT) ends a leg with its timing written, also when started in the background,
+  # where the shell set SIGINT to be ignored.
+  signal.signal(signal.SIGINT, signal.default_int_handler)
   if args.tiny:
     args.tasks, args.models = "sov,mirror", "ar,ctc,dag"
     args.pairs, args.steps, args.eval_every, args.patience = 400, 30, 10, 2
