@@ -32,6 +32,17 @@ def make_optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformati
   return batched_over_equal_shapes(tx) if cfg.get("optimizer_by_shape", True) else tx
 
 
+def _layer_pattern(path) -> tuple:
+  """A parameter's path with its list indices (the layer numbers) left out: the arrays of one
+  pattern are one layer kind's copies of a parameter, in layer order, the stack that a scanned
+  step builds (padir.model.transformer.run_layers), so XLA reads the gradient's stack as it is
+  instead of slicing and stacking it again."""
+  index = lambda k: (
+    isinstance(k, jax.tree_util.SequenceKey) or isinstance(getattr(k, "key", None), int)
+  )
+  return tuple("*" if index(k) else str(k) for k in path)
+
+
 def batched_over_equal_shapes(inner: optax.GradientTransformation) -> optax.GradientTransformation:
   """inner, with every set of parameters of one shape and dtype updated by one jax.vmap of
   inner's update over their stack: the update is traced once per shape, not once per array (a
@@ -45,10 +56,11 @@ def batched_over_equal_shapes(inner: optax.GradientTransformation) -> optax.Grad
     return inner.init(params)
 
   def update(updates, state, params=None):
-    leaves, treedef = jax.tree.flatten(updates)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(updates)
+    leaves = [leaf for _, leaf in flat]
     groups: dict[tuple, list[int]] = {}
-    for i, leaf in enumerate(leaves):
-      groups.setdefault((leaf.shape, jnp.dtype(leaf.dtype)), []).append(i)
+    for i, (path, leaf) in enumerate(flat):
+      groups.setdefault((_layer_pattern(path), leaf.shape, jnp.dtype(leaf.dtype)), []).append(i)
     order = list(groups.values())
     if all(len(idx) == 1 for idx in order):
       return inner.update(updates, state, params)

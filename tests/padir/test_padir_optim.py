@@ -15,9 +15,14 @@ from padir.model import transformer as model_lib
 from padir.training import optim
 
 
-def _params():
+def _params(encoder_layers=2, decoder_layers=3):
   cfg = model_lib.ModelConfig(
-    vocab_size=50, d_model=32, num_heads=2, d_ff=64, num_encoder_layers=2, num_decoder_layers=3
+    vocab_size=50,
+    d_model=32,
+    num_heads=2,
+    d_ff=64,
+    num_encoder_layers=encoder_layers,
+    num_decoder_layers=decoder_layers,
   )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
   return nnx.as_pure(nnx.state(model, nnx.Param))
@@ -70,16 +75,24 @@ def test_by_shape_is_the_per_array_adafactor():
   assert moved > 1e-4  # the steps did move the parameters
 
 
-def test_by_shape_program_is_smaller():
-  params = _params()
+def test_by_shape_program_does_not_grow_with_the_layers():
+  """The per-array update is traced once per array, so its program grows with the layer count;
+  the batched one is traced once per layer kind's parameter, so 6+6 layers cost what 2+2 do."""
   cfg = _train_cfg()
-  g = _grads(params, jax.random.key(0))
   sizes = {}
-  for by_shape in (False, True):
-    tx = optim.make_optimizer(ml_collections.ConfigDict({**cfg, "optimizer_by_shape": by_shape}))
-    text = jax.jit(tx.update).lower(g, tx.init(params), params).as_text()
-    sizes[by_shape] = text.count("\n")
-  assert sizes[True] < 0.75 * sizes[False], sizes
+  for layers in (2, 6):
+    params = _params(layers, layers)
+    g = _grads(params, jax.random.key(0))
+    for by_shape in (False, True):
+      c = ml_collections.ConfigDict({**cfg, "optimizer_by_shape": by_shape})
+      tx = optim.make_optimizer(c)
+      text = jax.jit(tx.update).lower(g, tx.init(params), params).as_text()
+      sizes[layers, by_shape] = text.count("\n")
+  assert sizes[6, False] > 2.5 * sizes[2, False], sizes  # ~3x the arrays
+  # the batched program adds only the stacking of the new layers' arrays (a few lines each),
+  # the per-array one a traced AdaFactor update for each (~30 lines each): 6x less growth
+  grown = lambda by_shape: sizes[6, by_shape] - sizes[2, by_shape]
+  assert grown(True) < 0.25 * grown(False), sizes
 
 
 def test_a_transformation_across_arrays_is_not_batched_equal():
