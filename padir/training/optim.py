@@ -44,10 +44,11 @@ def _layer_pattern(path) -> tuple:
 
 
 def batched_over_equal_shapes(inner: optax.GradientTransformation) -> optax.GradientTransformation:
-  """inner, with every set of parameters of one shape and dtype updated by one jax.vmap of
-  inner's update over their stack: the update is traced once per shape, not once per array (a
-  6+6-layer model has ~200 arrays and ~20 shapes), so the training step's program is smaller and
-  compiles faster. The state is inner's own, stored per array as before (checkpoints do not
+  """inner, with the layers' copies of each parameter (one path up to the layer number, one
+  shape and dtype: _layer_pattern) updated by one jax.vmap of inner's update over their stack:
+  the update is traced once per layer kind's parameter, not once per array (a 6+6-layer model
+  has ~200 arrays and ~35 such groups), so the training step's program is smaller and compiles
+  faster. The state is inner's own, stored per array as before (checkpoints do not
   change); the stacking happens inside the step. Equal to inner only when inner treats each
   array on its own (AdaFactor, Adam, per-array clipping; not a global-norm clip): make_optimizer's
   AdaFactor is, and tests/padir/test_padir_optim.py checks the updates agree."""
