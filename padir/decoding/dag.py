@@ -10,7 +10,15 @@ path from the first live vertex with a token at each vertex, cut after its first
   sum of log E over its edges + sum of max_y log p(y | vertex) over its vertices (the mode of
   P(y, a | x) with each vertex's token at its argmax), by dynamic programming over the vertices;
   no length normalisation (the variant of Shao et al. 2022 that divides by the length is not
-  here), nor beam search with a joint n-gram model (not built).
+  here);
+- "beam": DA-Transformer's beam search over translations rather than paths: each hypothesis is
+  a prefix y_1..y_t with the log-probability of every path that emits it, per vertex,
+  beta_t(u) = log sum over paths reaching u of P(y_1..y_t, path), so the paths that emit the
+  same words are summed, not competing; a hypothesis ends by emitting EOS at the last vertex,
+  and the answer is the finished y of the largest log P(y | x) (the marginal the model is
+  trained on, `padir.model.dag.path_logprob`). With a beam as wide as every prefix it is the
+  exact argmax_y P(y | x) (tested by enumeration); the width is `beam_size` (default 5). The
+  joint n-gram language model of Huang et al. is not built.
 Greedy and lookahead stop at EOS or at the last live vertex. Shape letters: padir/__init__.py;
 A vertices, Z the same vertices as the target of an edge.
 """
@@ -27,7 +35,8 @@ from padir.model import dag as dag_lib
 from padir.model import transformer as model_lib
 
 Array = jax.Array
-STRATEGIES = ("greedy", "lookahead", "viterbi")
+STRATEGIES = ("greedy", "lookahead", "viterbi", "beam")
+BEAM_SIZE = 5
 
 
 def _fit(tokens_BA: Array, max_len: int) -> Array:
@@ -97,8 +106,89 @@ def viterbi(logp_BAV: Array, links_BAZ: Array, live_BA: Array) -> tuple[Array, A
   return tokens_BA, on_BA, score_B
 
 
+@struct.dataclass
+class Beam:
+  """Beam search's state: per row, K prefixes (their tokens, their path log-probabilities at
+  each vertex before it emits), and the best finished translation so far."""
+
+  beta_BKA: Array
+  tokens_BKA: Array
+  best_B: Array
+  best_BA: Array
+
+
+def _logmatmul(x_BKA: Array, p_BAN: Array) -> Array:
+  """[B, K, N] log sum_a exp(x[b, k, a]) p[b, a, n], for p >= 0 (a matmul after a max shift)."""
+  m_BK = x_BKA.max(-1)
+  y_BKN = jnp.einsum("bka,ban->bkn", jnp.exp(x_BKA - m_BK[..., None]), p_BAN)
+  return jnp.where(y_BKN > 0, jnp.log(jnp.maximum(y_BKN, 1e-30)) + m_BK[..., None], dag_lib.NEG)
+
+
+def beam(
+  logp_BAV: Array, links_BAZ: Array, live_BA: Array, beam_size: int = BEAM_SIZE
+) -> tuple[Array, Array]:
+  """Beam search over translations (module docstring): (the best finished tokens [B, A], EOS
+  last, PAD after; its log P(y | x) [B], about NEG where nothing finished)."""
+  B, A, V = logp_BAV.shape
+  K = int(beam_size)
+  if K < 1:
+    raise ValueError(f"the DAG beam size must be >= 1, got {beam_size}")
+  eos = tokenizer_lib.EOS_ID
+  last_B = live_BA.sum(-1) - 1
+  vertex_A = jnp.arange(A)
+  at_last_BA = vertex_A[None] == last_B[:, None]
+  # a prefix continues only at a live vertex before the last (the last one emits EOS)
+  inner_BA = live_BA & ~at_last_BA
+  p_BAV = jnp.exp(logp_BAV) * inner_BA[..., None]
+  p_BAV = p_BAV.at[:, :, eos].set(0.0)  # EOS only ends a translation, at the last vertex
+  p_BAV = p_BAV.at[:, :, tokenizer_lib.PAD_ID].set(0.0)  # never a word (banned by the model too)
+  edges_BAZ = jnp.exp(links_BAZ)
+  eos_last_B = jnp.take_along_axis(logp_BAV[..., eos], last_B[:, None], axis=1)[:, 0]
+  start_BKA = jnp.where(
+    (vertex_A[None, None] == 0) & (jnp.arange(K)[None, :, None] == 0), 0.0, dag_lib.NEG
+  )
+  state = Beam(
+    jnp.broadcast_to(start_BKA, (B, K, A)),
+    jnp.full((B, K, A), tokenizer_lib.PAD_ID, jnp.int32),
+    jnp.full((B,), dag_lib.NEG * 4),
+    jnp.full((B, A), tokenizer_lib.PAD_ID, jnp.int32),
+  )
+
+  def step(s: Beam, t):
+    # finish: EOS at the last vertex
+    fin_BK = jnp.take_along_axis(s.beta_BKA, last_B[:, None, None], axis=2)[..., 0]
+    fin_BK = fin_BK + eos_last_B[:, None]
+    k_B = jnp.argmax(fin_BK, -1)
+    fin_B = jnp.take_along_axis(fin_BK, k_B[:, None], axis=1)[:, 0]
+    fin_BA = jnp.take_along_axis(s.tokens_BKA, k_B[:, None, None], axis=1)[:, 0]
+    fin_BA = jnp.where(vertex_A[None] == t, eos, fin_BA)
+    better_B = fin_B > s.best_B
+    best_B = jnp.where(better_B, fin_B, s.best_B)
+    best_BA = jnp.where(better_B[:, None], fin_BA, s.best_BA)
+    # continue: every prefix + y, scored by the log-probability of all its paths
+    cont_BKV = _logmatmul(s.beta_BKA, p_BAV)
+    score_BC, pick_BC = jax.lax.top_k(cont_BKV.reshape(B, K * V), K)
+    parent_BK, token_BK = pick_BC // V, (pick_BC % V).astype(jnp.int32)
+    beta_BKA = jnp.take_along_axis(s.beta_BKA, parent_BK[..., None], axis=1)
+    emit_BKA = jnp.take_along_axis(
+      jnp.swapaxes(logp_BAV, 1, 2), token_BK[..., None], axis=1
+    )  # [B, K, A]: log p(token | vertex)
+    alpha_BKA = jnp.where(inner_BA[:, None], beta_BKA + emit_BKA, dag_lib.NEG)
+    alpha_BKA = jnp.where((score_BC > dag_lib.NEG / 2)[..., None], alpha_BKA, dag_lib.NEG)
+    beta_BKA = _logmatmul(alpha_BKA, edges_BAZ)
+    tokens_BKA = jnp.take_along_axis(s.tokens_BKA, parent_BK[..., None], axis=1)
+    tokens_BKA = jnp.where(vertex_A[None, None] == t, token_BK[..., None], tokens_BKA)
+    return Beam(beta_BKA, tokens_BKA, best_B, best_BA), None
+
+  state, _ = jax.lax.scan(step, state, jnp.arange(A))
+  return state.best_BA, state.best_B
+
+
 def decode(
-  model: model_lib.Transformer, inputs_BS: Array, strategy: str = "lookahead"
+  model: model_lib.Transformer,
+  inputs_BS: Array,
+  strategy: str = "lookahead",
+  beam_size: int = BEAM_SIZE,
 ) -> dict[str, Array]:
   """DAG decoding (module docstring): tokens [B, max_target_length], PAD after the first EOS."""
   if strategy not in STRATEGIES:
@@ -114,6 +204,8 @@ def decode(
   )
   if strategy == "viterbi":
     tokens_BA = viterbi(logp_BAV, links_BAZ, live_BA)[0]
+  elif strategy == "beam":
+    tokens_BA = beam(logp_BAV, links_BAZ, live_BA, beam_size)[0]
   else:
     tokens_BA = walk(logp_BAV, links_BAZ, live_BA, lookahead=strategy == "lookahead")
   return {"tokens": _fit(tokens_BA, model.cfg.max_target_length)}

@@ -87,7 +87,7 @@ def translate(
   repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
   with padir.decoding.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
   (num_lengths and decoder do not apply). A DAG model (model.dag_upsample) decodes with
-  padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead" or "viterbi").
+  padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead", "viterbi" or "beam").
   """
   legacy = decoder == "legacy"
   if legacy:

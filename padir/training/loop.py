@@ -230,7 +230,7 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
       "(model.ctc_upsample=0) and no length head (model.max_length_offset=0)",
     )
   if _has(config, "decode.dag_decoder"):
-    checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi"))
+    checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi", "beam"))
   if _has(config, "model.ctc_upsample_max"):
     k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
     checks.check(

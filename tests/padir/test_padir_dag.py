@@ -97,6 +97,40 @@ def test_viterbi_decoding_returns_the_best_path_by_enumeration():
     assert np.asarray(tokens)[b, : len(argmax)].tolist() == best_tok[list(argmax)].tolist()
 
 
+def _marginal(logp, links, n, y):
+  """log P(y | x) by enumeration: log-sum-exp over every path of len(y) vertices."""
+  scores = [_score(logp, links, p, y) for p in _paths(n, len(y))]
+  return float(np.logaddexp.reduce(scores)) if scores else -np.inf
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_beam_search_with_a_full_beam_is_the_best_translation_by_enumeration(seed):
+  """A beam as wide as every prefix returns argmax_y P(y | x), the marginal over paths, over
+  every y of words (not PAD) with EOS last only, and that P(y | x) as its score; the narrow beam's score is the
+  marginal of the translation it returns (dag.path_logprob), and no more than the best."""
+  counts = [5, 4, 3, 1]
+  logp, links, live = _graph(seed, counts, A=5)
+  words = [y for y in range(V) if y not in (tok.EOS_ID, tok.PAD_ID)]
+  wide = len(words) ** (max(counts) - 1)
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live))
+  tokens, score = dag_decoding.beam(*args, beam_size=wide)
+  narrow, narrow_score = dag_decoding.beam(*args, beam_size=2)
+  for b, n in enumerate(counts):
+    every = {(*y, tok.EOS_ID): None for m in range(n) for y in itertools.product(words, repeat=m)}
+    for y in every:
+      every[y] = _marginal(logp[b], links[b], n, y)
+    best = max(every, key=every.get)
+    got = tuple(np.asarray(tokens)[b, : len(best)].tolist())
+    assert got == best, (b, got, best)
+    np.testing.assert_allclose(score[b], every[best], rtol=1e-4)
+    mine = np.asarray(narrow)[b]
+    mine = tuple(mine[: list(mine).index(tok.EOS_ID) + 1].tolist())
+    np.testing.assert_allclose(narrow_score[b], every[mine], rtol=1e-4)
+    assert narrow_score[b] <= score[b] + 1e-4
+  # the model's own marginal agrees on the narrow beam's translations
+  np.testing.assert_allclose(dag.path_logprob(*args, narrow), narrow_score, rtol=1e-4)
+
+
 @pytest.mark.parametrize("lookahead", [False, True])
 def test_greedy_and_lookahead_follow_their_rule(lookahead):
   logp, links, live = _graph(4, [8, 5])
@@ -261,6 +295,7 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
     "dag-greedy",
     "dag-lookahead",
     "dag-viterbi",
+    "dag-beam",
   ]
 
 
