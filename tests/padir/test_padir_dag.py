@@ -260,7 +260,7 @@ def test_a_dag_config_is_checked(toy_corpus):
   with pytest.raises(ConfigError, match="model.dag_upsample"):
     training.validate(c)
   c.model.ctc_upsample = 0
-  c.decode.dag_decoder = "beam"
+  c.decode.dag_decoder = "beam_ngram"
   with pytest.raises(ConfigError, match="decode.dag_decoder"):
     training.validate(c)
 
