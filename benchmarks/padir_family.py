@@ -221,38 +221,55 @@ class Row:
   ar_at_cpu: str = ""
 
 
-def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> Row:
+def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list[Row]:
+  """Trains one model on one task (or finds it trained) and translates the test split: one row,
+  and for the DAG model a second, "dag beam" (DA-Transformer's beam search over translations,
+  padir.decoding.dag, on the same weights). Each row's translations are kept beside the run
+  (test_hypotheses[_beam].txt) for the error analysis."""
   config = run_config(name, task, root, args)
   workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
   timing = train(config, workdir)
   model, tok, trained = restore.load_model(workdir)
   sources, references = test_pairs(trained)
   c = trained.decode
-  hyps = evaluate.translate(
-    model,
-    tok,
-    sources,
-    jax.random.key(trained.seed),
-    batch_size=c.batch_size,
-    num_steps=c.num_steps,
-    num_lengths=c.num_lengths,
-    beam_size=1,
-    decoder=c.get("decoder", "paper"),
-    blank_penalty=c.get("blank_penalty", 0.0),
-    dag_decoder=c.get("dag_decoder", "lookahead"),
-  )
   _, evals = curves.read_metrics(workdir)
   bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
-  return Row(
-    task=task_dir(task, args.grammar_seed),
-    model=name,
-    bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
-    hypotheses=hyps,
-    steps=max(restore.checkpoint_steps(workdir)),
-    wall=timing["wall"],
-    cpu=timing["cpu"],
-    evals=bleus,
-  )
+  strategies = [c.get("dag_decoder", "lookahead")] + (["beam"] if name == "dag" else [])
+  rows = []
+  for strategy in strategies:
+    hyps = evaluate.translate(
+      model,
+      tok,
+      sources,
+      jax.random.key(trained.seed),
+      batch_size=c.batch_size,
+      num_steps=c.num_steps,
+      num_lengths=c.num_lengths,
+      beam_size=1,
+      decoder=c.get("decoder", "paper"),
+      blank_penalty=c.get("blank_penalty", 0.0),
+      dag_decoder=strategy,
+    )
+    beam = strategy == "beam"
+    with open(
+      os.path.join(workdir, "test_hypotheses_beam.txt" if beam else "test_hypotheses.txt"),
+      "w",
+      encoding="utf-8",
+    ) as f:
+      f.writelines(h + "\n" for h in hyps)
+    rows.append(
+      Row(
+        task=task_dir(task, args.grammar_seed),
+        model=f"{name} beam" if beam else name,
+        bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
+        hypotheses=hyps,
+        steps=max(restore.checkpoint_steps(workdir)),
+        wall=timing["wall"],
+        cpu=timing["cpu"],
+        evals=bleus,
+      )
+    )
+  return rows
 
 
 def compare(rows: list[Row], references: list[str], target_lang: str, resamples: int) -> None:
@@ -325,7 +342,7 @@ def main(argv=None) -> int:
     root = args.workdir or scratch
     rows: list[Row] = []
     for task in tasks:
-      task_rows = [run_model(name, task, root, args) for name in models]
+      task_rows = [row for name in models for row in run_model(name, task, root, args)]
       config = run_config(models[0], task, root, args)
       _, references = test_pairs(config)
       compare(task_rows, references, config.data.target_lang, args.resamples)
