@@ -18,12 +18,16 @@ steps), then translates the test split:
 - ctc: configs/padir_synthetic_ctc.py with glancing over the best alignment (0.5 -> 0.3) and a
   ratio per batch (2 -> at most 3 slots per source token), one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  glancing on the best path (0.5 -> 0.3), lookahead decoding.
+  glancing on the best path (0.5 -> 0.3), lookahead decoding; and "dag beam", the same weights
+  decoded by the beam search over translations (padir.decoding.dag).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of this process over `fit`, validation decoding included), and
 "AR @ CPU": the AR's validation BLEU at the last evaluation it had reached after the model's CPU
 seconds (the AR's CPU seconds per step taken as constant), the comparison at equal CPU time.
+A second table breaks each row's test errors down (padir.evaluation.errors: exact, reordered
+only, lexical; non-words, length, dropped / inserted words, agreement markers), and each row's
+translations stay in its run directory (test_hypotheses[_beam].txt).
 A killed benchmark rerun with the same arguments resumes each unfinished training (padir's
 checkpoints) and retrains nothing finished; the time columns then add up every leg.
 """
@@ -55,7 +59,7 @@ from configs import (  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
 from padir.data import grammar, vocab  # noqa: E402
-from padir.evaluation import curves, metrics  # noqa: E402
+from padir.evaluation import curves, errors, metrics  # noqa: E402
 from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
 from padir.training import loop as training  # noqa: E402
@@ -200,6 +204,23 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
   return timing
 
 
+def target_words(config: ml_collections.ConfigDict) -> tuple[set[str], list[str] | None]:
+  """The target language's words (those of the training targets) and, for a family task with
+  agreement, its markers (the manifest's)."""
+  pairs = data.read_split(
+    config.data.corpus_dir, "train", config.data.source_lang, config.data.target_lang
+  )
+  lexicon = {w for _, t in pairs for w in t.split()}
+  path = os.path.join(config.data.corpus_dir, "manifest.json")
+  markers = None
+  if os.path.isfile(path):
+    with open(path, encoding="utf-8") as f:
+      manifest = json.load(f)
+    if manifest.get("knobs", {}).get("agreement"):
+      markers = manifest["agreement"]
+  return lexicon, markers
+
+
 def test_pairs(config: ml_collections.ConfigDict) -> tuple[list[str], list[str]]:
   pairs = data.read_split(
     config.data.corpus_dir, "test", config.data.source_lang, config.data.target_lang
@@ -219,6 +240,7 @@ class Row:
   evals: list[tuple[int, float]]  # (step, validation BLEU)
   delta: str = "reference"
   ar_at_cpu: str = ""
+  errors: errors.Breakdown | None = None
 
 
 def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list[Row]:
@@ -346,10 +368,19 @@ def main(argv=None) -> int:
       config = run_config(models[0], task, root, args)
       _, references = test_pairs(config)
       compare(task_rows, references, config.data.target_lang, args.resamples)
+      lexicon, markers = target_words(config)
+      for r in task_rows:
+        r.errors = errors.analyse(r.hypotheses, references, lexicon, markers)
       rows += task_rows
   if args.tiny:
     print("tiny: tasks sov and mirror, AR / CTC / DAG of 1+1 layers (d = 32), at most 30 steps")
   print(table(rows))
+  print("\nErrors on the test split (padir.evaluation.errors):")
+  print(
+    markdown_table(
+      ["task", "model", *errors.HEADER], [[r.task, r.model, *r.errors.row()] for r in rows]
+    )
+  )
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
       json.dump(

@@ -167,6 +167,7 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
     assert re.search(
       rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| [\d.]+ \|", out
     )
+    assert re.search(rf"\| {task} \| dag beam \|( [\d.]+ \|){{4}} [\d.]+ / [\d.]+ \|", out), out
     for model in ("ctc", "dag", "dag beam"):
       assert re.search(
         rf"\| {task} \| {model} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
