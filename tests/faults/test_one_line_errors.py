@@ -99,8 +99,16 @@ def test_ctrl_c_is_one_line_saying_where_and_how_to_resume(splade_dir, tmp_path)
   args = ["--config", "configs/glauber.py", "--workdir", str(workdir)]
   args += [f"--config.model={splade_dir}", "--config.embedding_model=", "--config.num_chains=2"]
   args += ["--config.num_steps=100000", "--config.record_every=10", "--config.chunk_records=1"]
+  # SIGINT as a terminal delivers it, even when this suite was started in the background (where
+  # the shell set it to be ignored, and a child would inherit that)
+  interruptible = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
   proc = subprocess.Popen(
-    [sys.executable, "sample.py", *args], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True
+    [sys.executable, "sample.py", *args],
+    cwd=REPO,
+    env=_env(),
+    stderr=subprocess.PIPE,
+    text=True,
+    preexec_fn=interruptible,
   )
   deadline = time.time() + 180
   while not (workdir / "metrics.jsonl").is_file() and time.time() < deadline:
