@@ -786,11 +786,14 @@ def padir_train_step(cfg, precision: str):
 
   from padir.model import losses
   from padir.model import transformer as model_lib
+  from padir.training import optim
 
   model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
-  tx = optax.adafactor(
-    learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
-  )  # as padir.training.optim.make_optimizer
+  tx = optim.batched_over_equal_shapes(
+    optax.adafactor(
+      learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
+    )
+  )  # as padir.training.optim.make_optimizer (optimizer_by_shape)
   graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
 
   def train_step(state, batch, key):
