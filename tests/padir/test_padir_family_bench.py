@@ -25,3 +25,36 @@ def test_ar_at_equal_cpu_is_its_last_evaluation_reached_by_then():
   p = metrics.paired_bootstrap(ctc.hypotheses, ar.hypotheses, refs, "cx", 50)
   assert ctc.delta == f"{p.delta:+.2f} [{p.low:+.2f}, {p.high:+.2f}]" and ar.delta == "reference"
   assert "| t | ctc | 0.00 | " + ctc.delta in family.table([ar, ctc])
+
+
+def test_length_limits_keep_every_pair_and_a_held_aside_seed_is_another_task(tmp_path):
+  """The limits are the corpus's longest sentence in pieces (EOS included), over every split,
+  so no pair is dropped or cut; a grammar seed other than 0 writes a different corpus beside."""
+  import argparse
+
+  args = argparse.Namespace(
+    dag_upsample=2,
+    pairs=300,
+    tiny=True,
+    grammar_seed=0,
+    vocab_size=120,
+    steps=10,
+    eval_every=5,
+    patience=2,
+    valid_sentences=8,
+  )
+  root = str(tmp_path)
+  config = family.run_config("ctc", "sov_long", root, args)
+  tok = family.vocab.prepare_vocabulary(config)
+  longest = 0
+  for split in ("train", "valid", "test"):
+    pairs = family.data.read_split(config.data.corpus_dir, split, "en", "cx")
+    longest = max(longest, *(len(tok.encode(s)) + 1 for pair in pairs for s in pair))
+  assert config.data.max_source_length == config.data.max_target_length
+  assert longest <= config.data.max_target_length < longest + 8
+  assert config.data.max_target_length % 8 == 0
+  args.grammar_seed = 3
+  other = family.run_config("ctc", "sov_long", root, args)
+  assert other.data.corpus_dir.endswith("sov_long_seed3")
+  read = lambda c: open(f"{c.data.corpus_dir}/train.tsv", encoding="utf-8").read()
+  assert read(other) != read(config)
