@@ -16,7 +16,8 @@ steps), then translates the test split:
 - ar: configs/padir_synthetic_ar.py, greedy decoding (the reference);
 - padir: configs/padir_synthetic.py, the paper's refinement (its decoder);
 - ctc: configs/padir_synthetic_ctc.py with glancing over the best alignment (0.5 -> 0.3) and a
-  ratio per batch (2 -> at most 3 slots per source token), one pass;
+  ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
+  one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
   glancing on the best path (0.5 -> 0.3), lookahead decoding; and "dag beam", the same weights
   decoded by the beam search over translations (padir.decoding.dag).
@@ -83,7 +84,9 @@ def cpu_seconds() -> float:
   return r.ru_utime + r.ru_stime
 
 
-def model_config(name: str, dag_upsample: int) -> ml_collections.ConfigDict:
+def model_config(
+  name: str, dag_upsample: int, ctc_upsample: float = 2.0
+) -> ml_collections.ConfigDict:
   """The training config of a model (module docstring), before the task's data."""
   if name == "ar":
     return padir_synthetic_ar.get_config()
@@ -92,7 +95,9 @@ def model_config(name: str, dag_upsample: int) -> ml_collections.ConfigDict:
   c = padir_synthetic_ctc.synthetic_ctc(padir_synthetic.get_config())
   c.loss.update(glancing_ratio=0.5, glancing_ratio_end=0.3)
   if name == "ctc":
-    c.model.ctc_upsample_max = 3.0
+    # an integer ratio stays an int (the config's field type); ctc_upsample_max is a float
+    k = int(ctc_upsample) if float(ctc_upsample).is_integer() else float(ctc_upsample)
+    c.model.update(ctc_upsample=k, ctc_upsample_max=max(3.0, k + 1.0))
     return c
   if name == "dag":
     c.model.update(ctc_upsample=0, dag_upsample=dag_upsample)
@@ -155,7 +160,7 @@ def fit_vocabulary(config: ml_collections.ConfigDict):
 def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
-  c = model_config(name, args.dag_upsample)
+  c = model_config(name, args.dag_upsample, args.ctc_upsample)
   c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
   c.data.bucket_boundaries = ()
   if task != "bible":
@@ -341,6 +346,9 @@ def main(argv=None) -> int:
     "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
   )
   parser.add_argument("--dag-upsample", type=int, default=3)
+  parser.add_argument(
+    "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"
+  )
   parser.add_argument("--resamples", type=int, default=1000)
   parser.add_argument(
     "--grammar-seed",

@@ -34,6 +34,7 @@ def test_length_limits_keep_every_pair_and_a_held_aside_seed_is_another_task(tmp
 
   args = argparse.Namespace(
     dag_upsample=2,
+    ctc_upsample=2.0,
     pairs=300,
     tiny=True,
     grammar_seed=0,
