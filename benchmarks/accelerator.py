@@ -33,7 +33,10 @@ Sections, in this order (each catches its own failure, records it, and the next 
   padir        PaDIR training at the paper's size (6+6 layers, d = 512, 32k vocabulary), bf16
                then float32 compute (config.model.dtype: bf16 matmuls and activations over
                float32 master weights, softmax and losses in float32): target tokens/s and MFU
-               by the hand count (padir.training.flops, as training runs log it); then decode
+               by the hand count (padir.training.flops, as training runs log it), each step
+               followed by a profile of 3 traced steps (gmlm.profiling: the five costliest XLA
+               ops and their shares of the device time; under CUDA graphs, set XLA_FLAGS=
+               --xla_gpu_enable_command_buffer= to see ops, not graphs); then decode
                latency p50/p99 at batch 1 of the recommended CTC decoder, the paper's
                refinement decoder and AR greedy.
   ising        spin updates per ns of ising.samplers (k = 1, 2, 4, and k = 1 with one step per
@@ -168,7 +171,9 @@ FULL = Sizes(
   latency_calls=100,
   min_seconds=0.5,
   shares_s=dict(tests=70, matmul_peak=10, mlm_forward=40, glauber=50, padir=110, ising=20),
-  priors_s=dict(tests=60, matmul_peak=5, mlm_forward=10, glauber=15, padir=60, ising=10),
+  priors_s=dict(
+    tests=60, matmul_peak=5, mlm_forward=10, glauber=15, padir=60, ising=10, decode=15, profile=5
+  ),  # decode: one batch-1 decoder's compile + 100 calls; profile: 3 traced steps and the parse
   pytest_args=("--ignore", str(REPO / "tests" / "test_export.py")),  # CPU CI runs it
 )
 TINY = Sizes(
@@ -198,7 +203,9 @@ TINY = Sizes(
   latency_calls=5,
   min_seconds=0.0,
   shares_s={name: 1 for name in SECTIONS},  # the smoke test runs every size its budget allows
-  priors_s=dict(tests=30, matmul_peak=1, mlm_forward=3, glauber=5, padir=20, ising=3),  # CPU
+  priors_s=dict(
+    tests=30, matmul_peak=1, mlm_forward=3, glauber=5, padir=20, ising=3, decode=8, profile=2
+  ),  # CPU
   pytest_args=("-k", "parity_highest or ising_exactness"),
   padir_precisions=("float32",),
   stream_mb=64,
@@ -293,24 +300,24 @@ class Section:
     self.notes.append(text)
     self.results.write("note", section=self.name, note=text)
 
-  def predict(self, size: float | None) -> float:
+  def predict(self, size: float | None, prior_s: float | None = None) -> float:
     """Seconds the next row of `size` will take: the last sized row's wall time scaled by size
-    (compiles included), else the section's prior."""
+    (compiles included), else the row's prior (prior_s), else the section's."""
     sized = [r for r in self.rows if r.get("size") and r.get("wall_s")]
     if not sized or size is None:
-      return self.prior_s
+      return self.prior_s if prior_s is None else prior_s
     return sized[-1]["wall_s"] * size / sized[-1]["size"]
 
-  def fits(self, what: str, size: float | None = None) -> bool:
-    left, predicted = self.deadline - time.perf_counter(), self.predict(size)
+  def fits(self, what: str, size: float | None = None, prior_s: float | None = None) -> bool:
+    left, predicted = self.deadline - time.perf_counter(), self.predict(size, prior_s)
     if predicted <= left:
       self._mark = time.perf_counter()
       return True
     self.note(f"skipped {what}: predicted {predicted:.1f} s, {max(left, 0):.1f} s left")
     return False
 
-  def over(self, what: str, size: float | None = None) -> bool:
-    return not self.fits(what, size)
+  def over(self, what: str, size: float | None = None, prior_s: float | None = None) -> bool:
+    return not self.fits(what, size, prior_s)
 
 
 @dataclasses.dataclass
@@ -846,6 +853,8 @@ def section_padir(ctx: Context, s: Section) -> None:
       step_gflop=flops / 1e9,
       hand_gflop=hand / 1e9,
     )
+    if not s.over(f"padir profile {precision}", prior_s=z.priors_s["profile"]):
+      profile_step(s, precision, call, steady)
   s.note(
     "train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
     "bf16 matmuls and activations with softmax, norms and losses in float32; "
@@ -854,6 +863,41 @@ def section_padir(ctx: Context, s: Section) -> None:
     "padir_loss with 2 stages"
   )
   latency(ctx, s, cfg)
+
+
+def profile_step(s: Section, precision: str, call, steady: float) -> None:
+  """The five costliest XLA ops of 3 traced training steps (gmlm.profiling: a jax.profiler
+  trace), their shares of the device time, and the device's busy fraction: where the step's
+  time goes when its MFU falls short."""
+  import tempfile
+
+  from gmlm import profiling
+
+  calls = 3
+  try:
+    p = profiling.top_ops(call, calls, tempfile.mkdtemp(prefix="padir_trace_"), k=5)
+  except Exception as e:  # a profiler that cannot run here costs a note, not the section
+    s.note(f"profile {precision}: {type(e).__name__}: {e}")
+    return
+  s.row(
+    f"profile {precision}: top ops",
+    None,
+    p["wall_ms_per_call"] / 1e3,
+    None,
+    precision,
+    device_ms=p["device_ms_per_call"],
+    busy=p["busy"],
+    top_ops=[
+      dict(op=o["op"], share=round(o["share"], 4), ms=round(o["ms_per_call"], 3), what=o["detail"])
+      for o in p["ops"]
+    ],
+    top_kinds=[dict(kind=k["kind"], share=round(k["share"], 4)) for k in p["kinds"]],
+  )
+  shares = ", ".join(f"{o['op']} {100 * o['share']:.1f}%" for o in p["ops"])
+  s.note(
+    f"profile {precision} ({p['plane']}, {calls} steps, {p['device_ms_per_call']:.1f} ms of "
+    f"ops per {1e3 * steady:.1f} ms step, busy {p['busy']:.2f}): {shares}"
+  )
 
 
 def latency(ctx: Context, s: Section, cfg) -> None:
@@ -894,7 +938,7 @@ def latency(ctx: Context, s: Section, cfg) -> None:
     ("padir refine", lambda k: padir_fn(nar, src, k)["tokens"]),
     ("ar greedy", lambda k: ar_fn(ar, src)),
   ):
-    if s.over(name):
+    if s.over(name, prior_s=ctx.sizes.priors_s["decode"]):
       continue
     t0 = time.perf_counter()
     block(call(jax.random.key(0)))
@@ -960,7 +1004,7 @@ def roofline(ctx: Context, sections: dict, device_kind: str) -> list[dict]:
   out = []
   for name, sec in sections.items():
     for r in sec["rows"]:
-      if r.get("gflop") is None or not r.get("steady_s"):
+      if not r.get("gflop") or not r.get("steady_s"):  # no count (or none recorded): no row
         continue
       dtype = r.get("dtype", "float32")
       row = dict(

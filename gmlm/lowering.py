@@ -196,8 +196,18 @@ class Cost:
 
 
 def _analysis(stage) -> Cost:
-  """FLOPs and bytes of XLA's cost analysis of a Lowered (or Compiled) stage."""
-  analysis = stage.cost_analysis()
+  """FLOPs and bytes of XLA's cost analysis of a Lowered (or Compiled) stage. A Lowered stage's
+  HLO module is analysed by the host's CPU client: the analysis of an unoptimised module
+  depends on the module alone, and a backend behind the PJRT C API (the CUDA plugin) has none
+  (jax's `Lowered.cost_analysis` returns None there: every count on a GPU machine was 0)."""
+  if isinstance(stage, jax.stages.Lowered):
+    from jax._src import xla_bridge
+    from jax._src.lib import _jax
+
+    module = stage._lowering.hlo().as_hlo_module()  # jax's own Lowered.cost_analysis input
+    analysis = _jax.hlo_module_cost_analysis(xla_bridge.get_backend("cpu"), module)
+  else:
+    analysis = stage.cost_analysis()
   analysis = analysis[0] if isinstance(analysis, (list, tuple)) else (analysis or {})
   return Cost(float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
 
