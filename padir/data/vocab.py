@@ -24,8 +24,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 
 import ml_collections
+import sentencepiece as spm
 
 from gmlm.checks import UserError
 from gmlm.runs import atomic_write_text
@@ -34,7 +36,8 @@ from padir.data import tokenizer as tokenizer_lib
 
 
 class VocabularyError(UserError):
-  """A damaged vocabulary or vocabulary record; the message names the file and the fix."""
+  """A damaged vocabulary or vocabulary record, or a vocabulary size the corpus cannot fill;
+  the message names the file or key and the fix."""
 
 
 def vocabulary_path(config: ml_collections.ConfigDict) -> str:
@@ -54,7 +57,17 @@ def prepare_vocabulary(config: ml_collections.ConfigDict) -> tokenizer_lib.Token
     logging.info("training a %d-piece SentencePiece vocabulary on %s", d.vocab_size, d.corpus_dir)
     pairs = data.read_split(d.corpus_dir, "train", d.source_lang, d.target_lang)
     tmp = f"{path}.{os.getpid()}.tmp"
-    tokenizer_lib.train_tokenizer((s for pair in pairs for s in pair), tmp, d.vocab_size)
+    try:
+      tokenizer_lib.train_tokenizer((s for pair in pairs for s in pair), tmp, d.vocab_size)
+    except RuntimeError as e:
+      most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", str(e))
+      if most is None:
+        raise
+      raise VocabularyError(
+        f"data.vocab_size={d.vocab_size}: SentencePiece {spm.__version__} finds at most "
+        f"{most.group(1)} pieces in {d.corpus_dir}'s train split; set "
+        f"--config.data.vocab_size={most.group(1)} (or fewer)"
+      ) from None
     record = {**_trained_on(d), "model_sha256": _sha256(tmp)}
     atomic_write_text(path + ".json", json.dumps(record, indent=2))
     os.replace(tmp, path)  # last: a model in place always has its record

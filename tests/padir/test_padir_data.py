@@ -138,6 +138,38 @@ def test_a_vocabulary_trained_on_changed_corpus_files_is_refused(tmp_path):
   assert vocab.prepare_vocabulary(config).vocab_size == 40
 
 
+def test_a_vocabulary_the_corpus_cannot_fill_is_one_line_naming_the_key_and_the_most(tmp_path):
+  """SentencePiece refuses a vocabulary larger than the pieces it finds (how many depends on its
+  version: 0.2.2 finds 168 in the synthetic corpus where 0.2.3 finds 176): the error names
+  data.vocab_size, its value and the largest size that works; and that size then trains."""
+  import ml_collections
+
+  from padir.data import vocab
+
+  _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
+  config = ml_collections.ConfigDict(
+    {
+      "data": {
+        "corpus_dir": str(tmp_path),
+        "source_lang": "en",
+        "target_lang": "es",
+        "vocab_path": "",
+        "vocab_size": 5000,  # 30 words: far more pieces than there are substrings to find
+        "train_vocab": True,
+      }
+    }
+  )
+  with pytest.raises(vocab.VocabularyError) as e:
+    vocab.prepare_vocabulary(config)
+  message = str(e.value)
+  assert "\n" not in message and "data.vocab_size=5000" in message, message
+  most = int(message.rsplit("--config.data.vocab_size=", 1)[1].split()[0])
+  assert 40 < most < 5000
+  assert not list(tmp_path.glob("spm5000.model*")), "a failed training left a file behind"
+  config.data.vocab_size = most
+  assert vocab.prepare_vocabulary(config).vocab_size == most
+
+
 # ----------------------------------------------------------------------------- tokenizer
 
 
