@@ -99,26 +99,21 @@ def test_invalid_utf8_names_the_file_and_the_line(tmp_path):
     data.read_split(str(tmp_path), "train", "en", "es")
 
 
+def _vocab_config(corpus_dir, vocab_size: int):
+  import ml_collections
+
+  data_config = dict(corpus_dir=str(corpus_dir), source_lang="en", target_lang="es")
+  data_config.update(vocab_path="", vocab_size=vocab_size, train_vocab=True)
+  return ml_collections.ConfigDict({"data": data_config})
+
+
 def test_a_vocabulary_trained_on_changed_corpus_files_is_refused(tmp_path):
   """The vocabulary is fingerprinted by the train split it was trained on, like the dataset
   cache: after the files change, it is refused with the fix instead of silently reused."""
-  import ml_collections
-
   from padir.data import vocab
 
   _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
-  config = ml_collections.ConfigDict(
-    {
-      "data": {
-        "corpus_dir": str(tmp_path),
-        "source_lang": "en",
-        "target_lang": "es",
-        "vocab_path": "",
-        "vocab_size": 40,
-        "train_vocab": True,
-      }
-    }
-  )
+  config = _vocab_config(tmp_path, 40)
   first = vocab.prepare_vocabulary(config)
   assert (
     vocab.prepare_vocabulary(config).sp.serialized_model_proto()
@@ -142,8 +137,6 @@ def test_a_vocabulary_the_corpus_cannot_fill_is_one_line_naming_the_key_and_the_
   """SentencePiece refuses a vocabulary larger than the pieces it finds (how many depends on its
   version: 0.2.2 finds 168 in the synthetic corpus where 0.2.3 finds 176): the error names
   data.vocab_size, its value and the largest size that works; and that size then trains."""
-  import ml_collections
-
   from padir.data import vocab
 
   _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
