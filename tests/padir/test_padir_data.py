@@ -140,18 +140,7 @@ def test_a_vocabulary_the_corpus_cannot_fill_is_one_line_naming_the_key_and_the_
   from padir.data import vocab
 
   _write_tsv(tmp_path / "train.tsv", _synthetic_pairs(100, 0))
-  config = ml_collections.ConfigDict(
-    {
-      "data": {
-        "corpus_dir": str(tmp_path),
-        "source_lang": "en",
-        "target_lang": "es",
-        "vocab_path": "",
-        "vocab_size": 5000,  # 30 words: far more pieces than there are substrings to find
-        "train_vocab": True,
-      }
-    }
-  )
+  config = _vocab_config(tmp_path, 5000)  # 30 words: far fewer substrings than that
   with pytest.raises(vocab.VocabularyError) as e:
     vocab.prepare_vocabulary(config)
   message = str(e.value)
