@@ -106,6 +106,7 @@ CLS, SEP, MASK, FIRST_WORD = 101, 102, 103, 999  # bert-base-uncased ids; < 999:
 N_SITES, L_CHAIN = 20, 22
 TRAP, TRAP_BIAS = 1100, 12.0  # a head bias that plants a low-temperature trap (random model)
 SECTIONS = ("tests", "matmul_peak", "mlm_forward", "glauber", "padir", "ising")  # the order run
+OPTIONAL = ("padir_variants",)  # run when named in --sections only, after the others
 
 # Published dense peaks (no sparsity) and HBM bandwidth, for the roofline's predictions.
 # H100 SXM5 80 GB: BF16 989.4 TFLOP/s (1,979 "with sparsity"), TF32 494.7, HBM3 3.35 TB/s;
@@ -170,9 +171,19 @@ FULL = Sizes(
   padir_length=64,
   latency_calls=100,
   min_seconds=0.5,
-  shares_s=dict(tests=70, matmul_peak=10, mlm_forward=40, glauber=50, padir=110, ising=20),
+  shares_s=dict(
+    tests=70, matmul_peak=10, mlm_forward=40, glauber=50, padir=110, ising=20, padir_variants=200
+  ),
   priors_s=dict(
-    tests=60, matmul_peak=5, mlm_forward=10, glauber=15, padir=60, ising=10, decode=15, profile=5
+    tests=60,
+    matmul_peak=5,
+    mlm_forward=10,
+    glauber=15,
+    padir=60,
+    ising=10,
+    decode=15,
+    profile=5,
+    padir_variants=60,
   ),  # decode: one batch-1 decoder's compile + 100 calls; profile: 3 traced steps and the parse
   pytest_args=("--ignore", str(REPO / "tests" / "test_export.py")),  # CPU CI runs it
 )
@@ -202,9 +213,19 @@ TINY = Sizes(
   padir_length=12,
   latency_calls=5,
   min_seconds=0.0,
-  shares_s={name: 1 for name in SECTIONS},  # the smoke test runs every size its budget allows
+  shares_s={
+    name: 1 for name in SECTIONS + OPTIONAL
+  },  # the smoke test runs every size its budget allows
   priors_s=dict(
-    tests=30, matmul_peak=1, mlm_forward=3, glauber=5, padir=20, ising=3, decode=8, profile=2
+    tests=30,
+    matmul_peak=1,
+    mlm_forward=3,
+    glauber=5,
+    padir=20,
+    ising=3,
+    decode=8,
+    profile=2,
+    padir_variants=20,
   ),  # CPU
   pytest_args=("-k", "parity_highest or ising_exactness"),
   padir_precisions=("float32",),
@@ -813,48 +834,56 @@ def padir_train_step(cfg, precision: str):
   return jax.jit(train_step, donate_argnums=0), state
 
 
-def section_padir(ctx: Context, s: Section) -> None:
+def padir_train_row(
+  ctx: Context, s: Section, cfg, precision: str, B: int, T: int, label: str = "", profile=True
+) -> None:
+  """One timed row of the paper-size training step of `cfg` in `precision` on B x T (compile
+  apart), its MFU by the hand count, and (profile) the five costliest ops of 3 traced steps."""
   import jax
 
   from gmlm import lowering
+
+  z = ctx.sizes
+  batch = padir_batch(cfg, B, T)
+  hand = padir_step_flops(z.padir, B, T, T)
+  step, state = padir_train_step(cfg, precision)
+  t0 = time.perf_counter()
+  compiled = step.lower(state, batch, jax.random.key(0)).compile()
+  compile_s = time.perf_counter() - t0
+  cost = lowering.cost(step, state, batch, jax.random.key(0))
+  holder = {"state": state, "i": 0}
+
+  def call():
+    holder["i"] += 1
+    holder["state"], loss = compiled(holder["state"], batch, jax.random.key(holder["i"]))
+    return loss
+
+  first, steady = timed(call, z.min_seconds)
+  s.row(
+    f"train {precision} compute B={B} T={T}{label}",
+    compile_s,
+    steady,
+    cost,
+    precision,
+    size=B / z.padir_batch,
+    target_tokens_per_s=B * T / steady,
+    mfu=mfu(ctx, hand / steady, precision),
+    step_gflop=cost.flops / 1e9,
+    hand_gflop=hand / 1e9,
+  )
+  if profile and not s.over(f"padir profile {precision}{label}", prior_s=z.priors_s["profile"]):
+    profile_step(s, precision, call, steady)
+
+
+def section_padir(ctx: Context, s: Section) -> None:
   from padir.model import transformer as model_lib
 
   z = ctx.sizes
   cfg = model_lib.ModelConfig(**z.padir)
-  B, T = z.padir_batch, z.padir_length
-  batch = padir_batch(cfg, B, T)
-  hand = padir_step_flops(z.padir, B, T, T)
   for precision in z.padir_precisions:
     if s.over(f"padir train {precision}", 1):
       continue
-    step, state = padir_train_step(cfg, precision)
-    t0 = time.perf_counter()
-    compiled = step.lower(state, batch, jax.random.key(0)).compile()
-    compile_s = time.perf_counter() - t0
-    cost = lowering.cost(step, state, batch, jax.random.key(0))
-    flops = cost.flops
-    holder = {"state": state, "i": 0}
-
-    def call():
-      holder["i"] += 1
-      holder["state"], loss = compiled(holder["state"], batch, jax.random.key(holder["i"]))
-      return loss
-
-    first, steady = timed(call, z.min_seconds)
-    s.row(
-      f"train {precision} compute B={B} T={T}",
-      compile_s,
-      steady,
-      cost,
-      precision,
-      size=1,
-      target_tokens_per_s=B * T / steady,
-      mfu=mfu(ctx, hand / steady, precision),
-      step_gflop=flops / 1e9,
-      hand_gflop=hand / 1e9,
-    )
-    if not s.over(f"padir profile {precision}", prior_s=z.priors_s["profile"]):
-      profile_step(s, precision, call, steady)
+    padir_train_row(ctx, s, cfg, precision, z.padir_batch, z.padir_length)
   s.note(
     "train: float32 master weights; 'bfloat16' = ModelConfig(dtype='bfloat16'), "
     "bf16 matmuls and activations with softmax, norms and losses in float32; "
@@ -958,6 +987,30 @@ def latency(ctx: Context, s: Section, cfg) -> None:
     s.note(
       f"decode p50 AR / PaDIR = {p50['ar greedy'] / p50['padir refine']:.2f}x "
       f"(random weights: refinement may stop early or run all 4 steps)"
+    )
+
+
+def section_padir_variants(ctx: Context, s: Section) -> None:
+  """Not in the default run (`--sections padir_variants`): the paper-size bf16 step in the
+  layouts and sizes that decide its MFU, each a row beside the default's (scanned layers, no
+  remat, B = 256): the layers unrolled (the loop), the scan with remat=dots_saveable (fewer
+  saved activations, each matmul's output kept), and twice the batch."""
+  from padir.model import transformer as model_lib
+
+  z = ctx.sizes
+  cfg = model_lib.ModelConfig(**z.padir)
+  B, T = z.padir_batch, z.padir_length
+  precision = z.padir_precisions[0]
+  for label, variant, batch in (
+    (" (default: scan)", dict(scan_layers="scan"), B),
+    (" loop", dict(scan_layers="loop"), B),
+    (" scan remat=dots_saveable", dict(scan_layers="scan", remat="dots_saveable"), B),
+    (" scan", dict(scan_layers="scan"), 2 * B),
+  ):
+    if s.over(f"padir train {precision}{label} B={batch}", batch / B):
+      continue
+    padir_train_row(
+      ctx, s, dataclasses.replace(cfg, **variant), precision, batch, T, label, profile=False
     )
 
 
@@ -1436,10 +1489,10 @@ def main(argv: list[str] | None = None) -> int:
   if a.budget <= 0:
     p.error(f"--budget={a.budget}: give the seconds the run may take, e.g. --budget 300")
   names = [n for n in a.sections.split(",") if n]
-  unknown = sorted(set(names) - set(SECTIONS))
+  unknown = sorted(set(names) - set(SECTIONS + OPTIONAL))
   if unknown:
-    p.error(f"unknown sections {unknown}; choose from {SECTIONS}")
-  names = [n for n in SECTIONS if n in names]  # always the default order
+    p.error(f"unknown sections {unknown}; choose from {SECTIONS + OPTIONAL}")
+  names = [n for n in SECTIONS + OPTIONAL if n in names]  # always the default order
   from gmlm import compile_cache
 
   out = pathlib.Path(a.out)

@@ -159,6 +159,29 @@ def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path
   assert len(rows) == sum(len(sec["rows"]) for sec in result["sections"].values()) > 0
 
 
+@pytest.mark.slow  # four tiny training steps compiled (~40-60 s)
+def test_padir_variants_runs_only_when_named_and_times_each_layout(tmp_path):
+  """padir_variants is not in the default run and runs when named: one row per layout (the
+  default scan, the loop, remat=dots_saveable, twice the batch) or a note saying it was
+  skipped, each row's MFU count from the hand count at its own batch."""
+  proc = _suite(tmp_path, "--budget", "300", "--sections", "padir_variants")
+  out, _ = proc.communicate(timeout=900)
+  assert proc.returncode == 0, out[-3000:]
+  result = json.loads((tmp_path / "accelerator.json").read_text())
+  assert list(result["sections"]) == ["padir_variants"], out[-2000:]
+  sec = result["sections"]["padir_variants"]
+  labels = ("(default: scan)", " loop", "remat=dots_saveable", "B=8 T=12 scan")
+  for label in labels:
+    rows = [r for r in sec["rows"] if label in r["case"]]
+    skipped = [n for n in sec["notes"] if n.startswith("skipped") and label.strip() in n]
+    assert len(rows) == 1 or skipped, (label, sec)
+  b = bench()
+  for r in sec["rows"]:
+    B = int(r["case"].split("B=")[1].split()[0])
+    assert r["hand_gflop"] == pytest.approx(b.padir_step_flops(b.TINY.padir, B, 12, 12) / 1e9)
+  assert "padir_variants" not in b.SECTIONS  # the default run leaves it out
+
+
 def test_a_run_killed_mid_way_keeps_every_finished_row_for_report(tmp_path):
   """Each finished row is appended at once: a run killed (SIGKILL, as a lease's end) after
   some rows leaves them all readable, and --report prints each of them and the roofline."""

@@ -8,15 +8,15 @@
 #   tools/accelerator_run.sh [BUDGET_S] [TRAIN_S]     # on the GPU machine, repository root
 #
 # BUDGET_S (default 300) bounds the suite (benchmarks/accelerator.py --budget); TRAIN_S
-# (default 120) bounds the training run (killed at that limit: its logged steps stay).
-# SECTIONS (env) picks the suite's sections (default all); SUITE_XLA_FLAGS (env) is XLA_FLAGS
+# (default 180) bounds the training run (killed at that limit: its logged steps stay).
+# SECTIONS (env) picks the suite's sections (default: the default run; padir_variants is extra); SUITE_XLA_FLAGS (env) is XLA_FLAGS
 # for the suite alone, e.g. --xla_gpu_enable_command_buffer= so the profile lists HLO ops
 # rather than CUDA graphs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/accelerator}
 BUDGET=${1:-300}
-TRAIN_S=${2:-120}
+TRAIN_S=${2:-180}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if [ -d .gpu_wheels ]; then
@@ -44,7 +44,7 @@ timeout "$TRAIN_S" python3 train.py --config configs/padir_synthetic_ctc.py --wo
   --config.data.corpus_dir=/tmp/synthetic --config.data.vocab_size=160 --config.model.num_encoder_layers=6 \
   --config.model.num_decoder_layers=6 --config.model.d_model=512 --config.model.d_ff=2048 \
   --config.model.num_heads=8 --config.model.dtype=bfloat16 --config.train.batch_size=256 \
-  --config.train.num_train_steps=2000 --config.train.log_every=50 \
+  --config.train.num_train_steps=2000 --config.train.log_every=20 \
   --config.train.eval_every=100000 --config.train.checkpoint_every=100000 \
   --config.train.progress_bar=false > "$OUT/train.log" 2>&1
 echo "train.py exit $? after $(($(date +%s) - t0)) s wall in all" | tee -a "$OUT/train.log"
