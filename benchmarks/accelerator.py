@@ -1005,6 +1005,7 @@ def section_padir_variants(ctx: Context, s: Section) -> None:
     (" (default: scan)", dict(scan_layers="scan"), B),
     (" loop", dict(scan_layers="loop"), B),
     (" scan remat=dots_saveable", dict(scan_layers="scan", remat="dots_saveable"), B),
+    (" scan remat=full", dict(scan_layers="scan", remat="full"), B),
     (" scan", dict(scan_layers="scan"), 2 * B),
   ):
     if s.over(f"padir train {precision}{label} B={batch}", batch / B):

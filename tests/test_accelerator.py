@@ -170,7 +170,7 @@ def test_padir_variants_runs_only_when_named_and_times_each_layout(tmp_path):
   result = json.loads((tmp_path / "accelerator.json").read_text())
   assert list(result["sections"]) == ["padir_variants"], out[-2000:]
   sec = result["sections"]["padir_variants"]
-  labels = ("(default: scan)", " loop", "remat=dots_saveable", "B=8 T=12 scan")
+  labels = ("(default: scan)", " loop", "remat=dots_saveable", "remat=full", "B=8 T=12 scan")
   for label in labels:
     rows = [r for r in sec["rows"] if label in r["case"]]
     skipped = [n for n in sec["notes"] if n.startswith("skipped") and label.strip() in n]
