@@ -106,6 +106,35 @@ def batch_ratio(inputs_BS: Array, targets_BT: Array, k: float, k_max: float) -> 
   return grid_G[jnp.where(fits_G.any(), jnp.argmax(fits_G), grid_G.shape[0] - 1)]
 
 
+def batch_slots(
+  inputs_BS: np.ndarray, targets_BT: np.ndarray, k: float, k_max: float, bucket: int
+) -> int:
+  """The slot positions a training batch uses, on the host: the most any row of it has
+  (floor(r n), r the batch's ratio (`batch_ratio`, or k without k_max), n the row's source
+  tokens), rounded up to a multiple of `bucket` and at most the full width floor(K S). Every
+  position past it is PAD in every row, so a loss over these positions alone is the loss over
+  all (tests/padir/test_padir_ctc.py), with a decoder that runs over fewer positions; the
+  bucket bounds how many programs the shapes compile to."""
+  inputs_BS, targets_BT = np.asarray(inputs_BS), np.asarray(targets_BT)
+  S = inputs_BS.shape[1]
+  n_B = (inputs_BS != tokenizer_lib.PAD_ID).sum(-1)
+  if k_max and k_max > k:
+    grid_G = np.arange(k, k_max + 1e-9, RATIO_STEP).astype(np.float32)
+    valid_BT = targets_BT != tokenizer_lib.PAD_ID
+    needed_B = valid_BT.sum(-1) + (valid_BT[:, 1:] & (targets_BT[:, 1:] == targets_BT[:, :-1])).sum(
+      -1
+    )
+    slots_GB = np.floor(grid_G[:, None] * n_B[None].astype(np.float32) + np.float32(1e-4))
+    fits_G = (slots_GB >= needed_B[None]).all(-1)
+    r = grid_G[int(np.argmax(fits_G)) if fits_G.any() else -1]
+    full = num_slots(S, k_max)
+    used = int(np.floor(r * n_B.astype(np.float32) + np.float32(1e-4)).max(initial=0))
+  else:
+    full = num_slots(S, k)
+    used = max((int(slot_repeats(S, k)[:n].sum()) for n in n_B), default=0)
+  return min(full, max(bucket, -(-used // bucket) * bucket))
+
+
 def _slot_bias(V: int, blank_penalty: float = 0.0) -> np.ndarray:
   """[V] added to a slot's logits: -inf at the tokens no slot predicts, -blank_penalty at the
   blank, 0 elsewhere."""
@@ -247,12 +276,15 @@ def ctc_loss(
   stage_reduction: str = "mean",
   glancing: Array | float | None = None,
   key: Array | None = None,
+  num_slots_used: int | None = None,
 ) -> tuple[Array, dict[str, Array]]:
   """The multi-stage CTC loss of a model with ctc_upsample = k > 0 (module docstring); aux:
   each stage's loss, the share of infeasible rows, and the last stage's collapsed output's
   length accuracy (exact, within 1 and 2 tokens: the same keys as the length head's).
   glancing (None: off): the ratio of glancing over the best alignment, which draws its slots
-  from `key`; aux then has glance_ratio and glance_revealed (revealed slots per target token)."""
+  from `key`; aux then has glance_ratio and glance_revealed (revealed slots per target token).
+  num_slots_used (static; `batch_slots`): the decoder runs over the first this many slot
+  positions only, the ones the batch's rows use (None: all floor(K S))."""
   k = model.cfg.ctc_upsample
   if k < 1:
     raise ValueError("ctc_loss needs a model with ctc_upsample >= 1")
@@ -265,9 +297,10 @@ def ctc_loss(
   k_max = model.cfg.ctc_upsample_max
   if k_max and k_max > k:
     aux["ctc_ratio"] = batch_ratio(inputs_BS, targets_BT, k, k_max)
-    x_BA = upsample_ratio(inputs_BS, aux["ctc_ratio"], num_slots(inputs_BS.shape[1], k_max))
+    A = num_slots_used or num_slots(inputs_BS.shape[1], k_max)
+    x_BA = upsample_ratio(inputs_BS, aux["ctc_ratio"], A)
   else:
-    x_BA = upsample(inputs_BS, k)
+    x_BA = upsample(inputs_BS, k)[:, :num_slots_used]
   slots_BA = x_BA != tokenizer_lib.PAD_ID
   if glancing is not None:
     if key is None:

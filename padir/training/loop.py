@@ -19,6 +19,7 @@ them, and each process reads its rows of every global batch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -239,6 +240,8 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
       k_max,
       "must be 0 (a fixed ratio) or at least model.ctc_upsample (a CTC model's)",
     )
+  if _has(config, "train.ctc_slot_bucket"):
+    checks.check_int(config, "train.ctc_slot_bucket", lo=0)
   if _has(config, "decode.blank_penalty"):
     checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
@@ -304,9 +307,11 @@ def loss_fn(
   key: jax.Array,
   config: ml_collections.ConfigDict,
   step: jax.Array | None = None,
+  slots: int = 0,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """The training loss; step (training only) drives the glancing ratio's schedule, and without
-  it (evaluation) there is no glancing: validation loss measures the plain task."""
+  it (evaluation) there is no glancing: validation loss measures the plain task. slots (a CTC
+  model; static): the slot positions the batch uses (ctc.batch_slots; 0: all)."""
   c = config.loss
   chunk = c.get("logits_chunk", 0)
   if model.cfg.decoder == "ar":
@@ -325,6 +330,7 @@ def loss_fn(
       stage_reduction=c.stage_reduction,
       glancing=glancing,
       key=key,
+      num_slots_used=slots or None,
     )
   loss, aux = losses.padir_loss(
     model,
@@ -366,6 +372,7 @@ def accumulated_grads(
   config: ml_collections.ConfigDict,
   step: jax.Array,
   num_micro: int,
+  slots: int = 0,
 ) -> tuple[dict[str, jax.Array], Any]:
   """(metrics, gradient) of the loss over `batch` as num_micro micro-batches run one after the
   other in a jax.lax.scan, the gradients summed: one micro-batch's activations at a time
@@ -386,7 +393,7 @@ def accumulated_grads(
   def micro_loss(params, rest, mb, k):
     # New Variables at this trace level (merge would reuse the scan carry's: not mutable here).
     m = nnx.merge(graphdef, params, jax.tree.map(lambda x: x, rest))
-    loss, aux = loss_fn(m, mb, jax.random.fold_in(key, k), config, step)
+    loss, aux = loss_fn(m, mb, jax.random.fold_in(key, k), config, step, slots)
     weighted = shares_K[k] * aux["token_loss"] + (loss - aux["token_loss"]) / K
     return weighted, (aux, nnx.split(m, nnx.Param, ...)[2])
 
@@ -409,22 +416,36 @@ def accumulated_grads(
   return {"loss": weighted_K.sum(), **metrics}, grads
 
 
+def slot_count(config: ml_collections.ConfigDict, batch: dict[str, np.ndarray]) -> int:
+  """A CTC model's slot positions for this host batch (ctc.batch_slots, rounded up to a
+  multiple of config.train.ctc_slot_bucket): the decoder runs over these only, which is exact
+  (every position past them is PAD in every row). 0 (all positions) for other models, with
+  the bucket 0, and with several processes (each holds part of the batch; the program must be
+  the same on all)."""
+  m, bucket = config.model, config.train.get("ctc_slot_bucket", 16)
+  if not m.get("ctc_upsample", 0) or not bucket or jax.process_count() > 1:
+    return 0
+  k, k_max = m.ctc_upsample, m.get("ctc_upsample_max", 0)
+  return ctc.batch_slots(batch["inputs"], batch["targets"], k, k_max, bucket)
+
+
 def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   """Jitted train and eval steps; keys derive from (seed, step) only. With state_shardings (of
   nnx.state((model, optimizer))), the updated state keeps those shardings. With
   config.train.grad_accum_steps = K > 1 the train step runs K micro-batches
-  (`accumulated_grads`) before its one update."""
+  (`accumulated_grads`) before its one update. train_step's static `slots`: a CTC batch's slot
+  positions (`slot_count`; 0: all)."""
   num_micro = config.train.get("grad_accum_steps", 1)
 
-  @nnx.jit
-  def train_step(model, optimizer, batch, key, dropout_key, step=0):
+  @functools.partial(nnx.jit, static_argnames="slots")
+  def train_step(model, optimizer, batch, key, dropout_key, step=0, slots=0):
     nnx.reseed(model, dropout=dropout_key)
     if num_micro > 1:
-      aux, grads = accumulated_grads(model, batch, key, config, step, num_micro)
+      aux, grads = accumulated_grads(model, batch, key, config, step, num_micro, slots)
       loss = aux.pop("loss")
     else:
       (loss, aux), grads = nnx.value_and_grad(
-        lambda m: loss_fn(m, batch, key, config, step), has_aux=True
+        lambda m: loss_fn(m, batch, key, config, step, slots), has_aux=True
       )(model)
     aux.pop("token_count", None)
     optimizer.update(model, grads)
@@ -645,7 +666,8 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     disable=not t.progress_bar or jax.process_index() != 0,
   ) as bar:
     while step < stop_at and not stopped:
-      batch = place(meter.add(next(train_iter)))
+      host_batch = meter.add(next(train_iter))
+      batch = place(host_batch)
       model.train()
       metrics = train_step(
         model,
@@ -654,6 +676,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         jax.random.fold_in(base_key, step),
         jax.random.fold_in(dropout_key, step),
         np.int32(step),
+        slots=slot_count(config, host_batch),
       )
       step += 1
       bar.update(1)

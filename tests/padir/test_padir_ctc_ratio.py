@@ -3,6 +3,7 @@ smallest ratio on the grid that fits every target of the batch, by enumeration; 
 out as `upsample` lays out a fixed ratio; and the loss with it equals the loss of a model whose
 fixed ratio is the one chosen, with no row left out."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -79,3 +80,81 @@ def test_a_maximum_ratio_below_the_ratio_is_refused(toy_corpus):
     training.validate(c)
   c.model.ctc_upsample_max = 3.0
   training.validate(c)
+
+
+def _batch(rng, B=6, S=8, T=14):
+  """Sources of 1..S tokens (EOS last, PAD after) and targets of 1..T tokens from 3 words, so
+  some need more slots than the ratio k gives."""
+  inputs = np.zeros((B, S), np.int32)
+  targets = np.zeros((B, T), np.int32)
+  for b in range(B):
+    n, m = rng.integers(1, S + 1), rng.integers(1, T + 1)
+    inputs[b, : n - 1] = rng.integers(7, 20, n - 1)
+    inputs[b, n - 1] = tok.EOS_ID
+    targets[b, : m - 1] = rng.integers(7, 10, m - 1)
+    targets[b, m - 1] = tok.EOS_ID
+  return inputs, targets
+
+
+@pytest.mark.parametrize("k, k_max", [(2.0, 3.0), (1.5, 2.5), (2.0, 0.0), (1.5, 0.0)])
+def test_batch_slots_is_the_most_slots_a_row_of_the_batch_fills(k, k_max):
+  """Against the traced layout: the largest count of non-PAD slots of any row of the full-width
+  upsampling (at the batch's ratio, or k), rounded up to the bucket, never past the full width."""
+  rng = np.random.default_rng(1)
+  for _ in range(25):
+    inputs, targets = _batch(rng)
+    S = inputs.shape[1]
+    if k_max:
+      r = ctc.batch_ratio(jnp.asarray(inputs), jnp.asarray(targets), k, k_max)
+      x = np.asarray(ctc.upsample_ratio(jnp.asarray(inputs), r, ctc.num_slots(S, k_max)))
+    else:
+      x = np.asarray(ctc.upsample(jnp.asarray(inputs), k))
+    used = int((x != tok.PAD_ID).sum(-1).max())
+    assert ctc.batch_slots(inputs, targets, k, k_max, bucket=1) == used
+    got = ctc.batch_slots(inputs, targets, k, k_max, bucket=4)
+    assert got == min(x.shape[1], -(-used // 4) * 4) and got >= used
+    assert (x[:, got:] == tok.PAD_ID).all()  # what the trimmed loss leaves out is PAD
+
+
+@pytest.mark.parametrize("k, k_max", [(2.0, 3.0), (1.5, 0.0)])
+def test_the_loss_over_the_used_slots_is_the_full_width_loss(k, k_max):
+  """The decoder over the batch's used slot positions only gives the full-width loss, every
+  stage's, and the same gradient (float32 summation order aside)."""
+  size = dict(vocab_size=24, max_source_length=8, max_target_length=14)
+  model = tiny_model(ctc_upsample=k, ctc_upsample_max=k_max, **size)
+  rng = np.random.default_rng(2)
+  inputs, targets = _batch(rng)
+  inputs[:, 5:] = tok.PAD_ID  # sources of at most 5 tokens: a third of the width unused
+  inputs[:, 4] = np.where(inputs[:, 4] != tok.PAD_ID, tok.EOS_ID, tok.PAD_ID)
+  batch = {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+  A = ctc.batch_slots(inputs, targets, k, k_max, bucket=1)
+  assert A < ctc.num_slots(8, max(k, k_max))
+
+  def loss(m, slots):
+    total, aux = ctc.ctc_loss(m, batch, num_stages=2, num_slots_used=slots)
+    return total, aux
+
+  (full, aux_full), g_full = nnx.value_and_grad(loss, has_aux=True)(model, None)
+  (part, aux_part), g_part = nnx.value_and_grad(loss, has_aux=True)(model, A)
+  np.testing.assert_allclose(part, full, rtol=1e-5)
+  for key in ("stage1_loss", "stage2_loss", "ctc_infeasible", "length_accuracy"):
+    np.testing.assert_allclose(aux_part[key], aux_full[key], rtol=1e-5, atol=1e-7)
+  for a, b in zip(jax.tree.leaves(g_part), jax.tree.leaves(g_full)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_the_training_step_runs_over_the_batch_s_slots(toy_corpus):
+  """slot_count: a CTC run's batches get ctc.batch_slots at train.ctc_slot_bucket (0 turns it
+  off), other models and the bucket 0 get 0 (every position); a bad bucket is one line."""
+  c = tiny_run_config(toy_corpus, steps=2)
+  inputs, targets = _batch(np.random.default_rng(3), S=c.data.max_source_length)
+  host = {"inputs": inputs, "targets": targets}
+  assert training.slot_count(c, host) == 0  # a refinement model
+  c.model.update(ctc_upsample=2.0, ctc_upsample_max=3.0)
+  c.train.ctc_slot_bucket = 4
+  assert training.slot_count(c, host) == ctc.batch_slots(inputs, targets, 2.0, 3.0, 4)
+  c.train.ctc_slot_bucket = 0
+  assert training.slot_count(c, host) == 0
+  c.train.ctc_slot_bucket = -1
+  with pytest.raises(ConfigError, match="train.ctc_slot_bucket"):
+    training.validate(c)
