@@ -172,16 +172,19 @@ def dag_loss(
   *,
   glancing: Array | float | None = None,
   key: Array | None = None,
+  num_slots_used: int | None = None,
 ) -> tuple[Array, dict[str, Array]]:
   """-log P(y | x) over the feasible rows' target tokens (module docstring); aux: token_loss,
-  dag_infeasible, and with glancing glance_ratio and glance_revealed (per target token)."""
+  dag_infeasible, and with glancing glance_ratio and glance_revealed (per target token).
+  num_slots_used (static; padir.decoding.ctc.batch_slots): the graph's first this many vertex
+  positions only, the ones the batch's rows use (None: all floor(k S))."""
   k = model.cfg.dag_upsample
   if not k:
     raise ValueError("dag_loss needs a model with dag_upsample >= 2")
   inputs_BS, targets_BT = batch["inputs"], batch["targets"]
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   fixed = model.project_encoder(enc_BSD)
-  x_BA = upsample(inputs_BS, k)
+  x_BA = upsample(inputs_BS, k)[:, :num_slots_used]
   live_BA = x_BA != tokenizer_lib.PAD_ID
   aux = {}
   tokens_B = losses.target_lengths(targets_BT)

@@ -240,8 +240,8 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
       k_max,
       "must be 0 (a fixed ratio) or at least model.ctc_upsample (a CTC model's)",
     )
-  if _has(config, "train.ctc_slot_bucket"):
-    checks.check_int(config, "train.ctc_slot_bucket", lo=0)
+  if _has(config, "train.slot_bucket"):
+    checks.check_int(config, "train.slot_bucket", lo=0)
   if _has(config, "decode.blank_penalty"):
     checks.check_float(config, "decode.blank_penalty", lo=0)
   if _has(config, "loss.glancing_ratio"):
@@ -310,8 +310,8 @@ def loss_fn(
   slots: int = 0,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """The training loss; step (training only) drives the glancing ratio's schedule, and without
-  it (evaluation) there is no glancing: validation loss measures the plain task. slots (a CTC
-  model; static): the slot positions the batch uses (ctc.batch_slots; 0: all)."""
+  it (evaluation) there is no glancing: validation loss measures the plain task. slots (a CTC or
+  DAG model; static): the slot positions the batch uses (ctc.batch_slots; 0: all)."""
   c = config.loss
   chunk = c.get("logits_chunk", 0)
   if model.cfg.decoder == "ar":
@@ -321,7 +321,7 @@ def loss_fn(
   if schedule is not None and step is not None:
     glancing = losses.glancing_ratio(step, *schedule)
   if model.cfg.dag_upsample:
-    return dag.dag_loss(model, batch, glancing=glancing, key=key)
+    return dag.dag_loss(model, batch, glancing=glancing, key=key, num_slots_used=slots or None)
   if model.cfg.ctc_upsample:
     return ctc.ctc_loss(
       model,
@@ -417,15 +417,20 @@ def accumulated_grads(
 
 
 def slot_count(config: ml_collections.ConfigDict, batch: dict[str, np.ndarray]) -> int:
-  """A CTC model's slot positions for this host batch (ctc.batch_slots, rounded up to a
-  multiple of config.train.ctc_slot_bucket): the decoder runs over these only, which is exact
-  (every position past them is PAD in every row). 0 (all positions) for other models, with
-  the bucket 0, and with several processes (each holds part of the batch; the program must be
-  the same on all)."""
-  m, bucket = config.model, config.train.get("ctc_slot_bucket", 16)
-  if not m.get("ctc_upsample", 0) or not bucket or jax.process_count() > 1:
+  """A CTC or DAG model's slot (vertex) positions for this host batch (ctc.batch_slots, rounded
+  up to a multiple of config.train.slot_bucket): the decoder runs over these only, which is
+  exact (every position past them is PAD in every row). 0 (all positions) for other models,
+  with the bucket 0, and with several processes (each holds part of the batch; the program
+  must be the same on all)."""
+  m, bucket = config.model, config.train.get("slot_bucket", 16)
+  if not bucket or jax.process_count() > 1:
     return 0
-  k, k_max = m.ctc_upsample, m.get("ctc_upsample_max", 0)
+  if m.get("ctc_upsample", 0):
+    k, k_max = m.ctc_upsample, m.get("ctc_upsample_max", 0)
+  elif m.get("dag_upsample", 0):
+    k, k_max = m.dag_upsample, 0
+  else:
+    return 0
   return ctc.batch_slots(batch["inputs"], batch["targets"], k, k_max, bucket)
 
 
@@ -433,8 +438,8 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
   """Jitted train and eval steps; keys derive from (seed, step) only. With state_shardings (of
   nnx.state((model, optimizer))), the updated state keeps those shardings. With
   config.train.grad_accum_steps = K > 1 the train step runs K micro-batches
-  (`accumulated_grads`) before its one update. train_step's static `slots`: a CTC batch's slot
-  positions (`slot_count`; 0: all)."""
+  (`accumulated_grads`) before its one update. train_step's static `slots`: a CTC or DAG
+  batch's slot positions (`slot_count`; 0: all)."""
   num_micro = config.train.get("grad_accum_steps", 1)
 
   @functools.partial(nnx.jit, static_argnames="slots")

@@ -144,17 +144,17 @@ def test_the_loss_over_the_used_slots_is_the_full_width_loss(k, k_max):
 
 
 def test_the_training_step_runs_over_the_batch_s_slots(toy_corpus):
-  """slot_count: a CTC run's batches get ctc.batch_slots at train.ctc_slot_bucket (0 turns it
+  """slot_count: a CTC run's batches get ctc.batch_slots at train.slot_bucket (0 turns it
   off), other models and the bucket 0 get 0 (every position); a bad bucket is one line."""
   c = tiny_run_config(toy_corpus, steps=2)
   inputs, targets = _batch(np.random.default_rng(3), S=c.data.max_source_length)
   host = {"inputs": inputs, "targets": targets}
   assert training.slot_count(c, host) == 0  # a refinement model
   c.model.update(ctc_upsample=2.0, ctc_upsample_max=3.0)
-  c.train.ctc_slot_bucket = 4
+  c.train.slot_bucket = 4
   assert training.slot_count(c, host) == ctc.batch_slots(inputs, targets, 2.0, 3.0, 4)
-  c.train.ctc_slot_bucket = 0
+  c.train.slot_bucket = 0
   assert training.slot_count(c, host) == 0
-  c.train.ctc_slot_bucket = -1
-  with pytest.raises(ConfigError, match="train.ctc_slot_bucket"):
+  c.train.slot_bucket = -1
+  with pytest.raises(ConfigError, match="train.slot_bucket"):
     training.validate(c)

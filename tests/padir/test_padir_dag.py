@@ -308,3 +308,25 @@ def test_the_evaluation_job_gives_a_dag_model_its_three_strategies():
   assert [(d.kind, d.dag_strategy, d.trim) for d in rows] == [
     ("dag", s, config.trim) for s in dag_decoding.STRATEGIES
   ]
+
+
+def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss():
+  """The graph over the vertex positions the batch's rows use (padir.decoding.ctc.batch_slots:
+  k x the longest source) gives the full graph's loss and gradient: every later vertex is PAD."""
+  from padir.decoding import ctc
+
+  model = tiny_model(dag_upsample=3, max_source_length=6, max_target_length=6)
+  batch = _batch()  # sources of 4 tokens in a width of 6: 12 of 18 vertices used
+  inputs, targets = np.asarray(batch["inputs"]), np.asarray(batch["targets"])
+  A = ctc.batch_slots(inputs, targets, 3, 0, bucket=1)
+  assert A == 12 and (np.asarray(dag.upsample(batch["inputs"], 3))[:, A:] == tok.PAD_ID).all()
+
+  def loss(m, slots):
+    return dag.dag_loss(m, batch, num_slots_used=slots)
+
+  (full, aux_full), g_full = nnx.value_and_grad(loss, has_aux=True)(model, None)
+  (part, aux_part), g_part = nnx.value_and_grad(loss, has_aux=True)(model, A)
+  np.testing.assert_allclose(part, full, rtol=1e-5)
+  assert float(aux_part["dag_infeasible"]) == float(aux_full["dag_infeasible"])
+  for a, b in zip(jax.tree.leaves(g_part), jax.tree.leaves(g_full)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
