@@ -182,7 +182,8 @@ def run_config(
   c.decode.update(num_examples=args.valid_sentences, batch_size=min(64, args.valid_sentences))
   if args.tiny:
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
-    c.train.update(batch_size=16, eval_batches=1)
+    # 30 steps are compile-bound: one program for every batch (no slot widths; docs/padir.md)
+    c.train.update(batch_size=16, eval_batches=1, slot_bucket=0)
     c.decode.num_lengths = 2
   tok = fit_vocabulary(c)
   if task != "bible":
