@@ -1,0 +1,57 @@
+"""Smoke test of the PaDIR training benchmarks (training options, the task family, compile and
+memory): each runs end to end at tiny sizes and prints its tables. A file of their own, so that
+pytest-xdist's per-file scheduling spreads these minutes-long runs over both workers."""
+
+import json
+import re
+
+import pytest
+from test_benchmarks_smoke import run_benchmark
+
+
+@pytest.mark.slow  # eight tiny trainings, each with its own compilations
+def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_of_peak():
+  out = run_benchmark("padir_training.py", "--tiny", timeout=900)
+  assert re.search(r"matmul peak: [\d.]+ GFLOP/s", out), out
+  options = ("paper", "offset", "glancing", "warm start", "recipe", "ctc", "ctc + glancing")
+  for name in options + ("paper, again",):
+    assert re.search(
+      rf"\| {re.escape(name)} \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+% \| [\d.]+ \|", out
+    ), out
+  assert re.search(r"\| paper \| .* \| 1\.00x \| \+0\.00 \|", out), out
+  assert re.search(r"ratio vs paper  glancing\s+time \d+\.\d+x", out), out
+  assert "peak RSS" in out
+
+
+@pytest.mark.slow  # six tiny trainings with early stopping, each with its compilations
+def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
+  out = run_benchmark("padir_family.py", "--tiny", timeout=900)
+  for task in ("sov", "mirror"):
+    assert re.search(
+      rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| [\d.]+ \|", out
+    )
+    assert re.search(rf"\| {task} \| dag beam \|( [\d.]+ \|){{4}} [\d.]+ / [\d.]+ \|", out), out
+    for model in ("ctc", "dag", "dag beam"):
+      assert re.search(
+        rf"\| {task} \| {model} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
+        rf"\| \d+ \| ([\d.]+|-) \|",
+        out,
+      ), out
+
+
+@pytest.mark.slow  # a dozen compiles of a tiny training step: minutes on a loaded CPU
+def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
+  out = run_benchmark("padir_compile.py", "--tiny", "--json", str(tmp_path / "r.json"), timeout=900)
+  for dtype in ("float32", "bfloat16"):
+    ratios = (
+      rf"\| {dtype} \| loop / scan \| per array / by shape \| [\d.]+x \| [\d.]+x \(total [\d.]+x\)"
+    )
+    assert re.search(ratios, out), out
+  assert re.search(r"\| scan \| full \| 16 \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out), out
+  assert re.search(r"\| 16 \| 2 \| full \| 16 \|( [\d.]+ \|){3} yes \|", out), out
+  assert re.search(r"\| synthetic \| 4 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", out), out
+  results = json.loads((tmp_path / "r.json").read_text())
+  # 2 dtypes x (loop, scan, scan with AdaFactor by shape); 3 remat rows; the 8-device plan
+  # under 2 policies; loop and scan steps
+  counts = {k: len(results[k]) for k in ("compile", "memory", "plan", "step")}
+  assert counts == {"compile": 6, "memory": 3, "plan": 2, "step": 2}, counts
