@@ -99,11 +99,17 @@ def upsample_ratio(inputs_BS: Array, r: Array, A: int) -> Array:
 def batch_ratio(inputs_BS: Array, targets_BT: Array, k: float, k_max: float) -> Array:
   """The smallest r in k, k + RATIO_STEP, ..., k_max with floor(r n) >= needed_slots for every
   row (n its source tokens), else the largest: a traced float32 scalar."""
-  grid_G = jnp.asarray(np.arange(k, k_max + 1e-9, RATIO_STEP), jnp.float32)
-  n_B = (inputs_BS != tokenizer_lib.PAD_ID).sum(-1)
-  slots_GB = jnp.floor(grid_G[:, None] * n_B[None] + 1e-4).astype(jnp.int32)
+  return _ratio(jnp, inputs_BS, targets_BT, k, k_max)
+
+
+def _ratio(xp, inputs_BS, targets_BT, k: float, k_max: float):
+  """batch_ratio in the array module xp: jnp traced, np on the host (batch_slots); float32 in
+  both, so the two choose the same ratio."""
+  grid_G = xp.asarray(np.arange(k, k_max + 1e-9, RATIO_STEP), xp.float32)
+  n_B = (inputs_BS != tokenizer_lib.PAD_ID).sum(-1).astype(xp.float32)
+  slots_GB = xp.floor(grid_G[:, None] * n_B[None] + xp.float32(1e-4)).astype(xp.int32)
   fits_G = (slots_GB >= needed_slots(targets_BT)[None]).all(-1)
-  return grid_G[jnp.where(fits_G.any(), jnp.argmax(fits_G), grid_G.shape[0] - 1)]
+  return grid_G[xp.where(fits_G.any(), xp.argmax(fits_G), grid_G.shape[0] - 1)]
 
 
 def batch_slots(
@@ -119,14 +125,7 @@ def batch_slots(
   S = inputs_BS.shape[1]
   n_B = (inputs_BS != tokenizer_lib.PAD_ID).sum(-1)
   if k_max and k_max > k:
-    grid_G = np.arange(k, k_max + 1e-9, RATIO_STEP).astype(np.float32)
-    valid_BT = targets_BT != tokenizer_lib.PAD_ID
-    needed_B = valid_BT.sum(-1) + (valid_BT[:, 1:] & (targets_BT[:, 1:] == targets_BT[:, :-1])).sum(
-      -1
-    )
-    slots_GB = np.floor(grid_G[:, None] * n_B[None].astype(np.float32) + np.float32(1e-4))
-    fits_G = (slots_GB >= needed_B[None]).all(-1)
-    r = grid_G[int(np.argmax(fits_G)) if fits_G.any() else -1]
+    r = _ratio(np, inputs_BS, targets_BT, k, k_max)
     full = num_slots(S, k_max)
     used = int(np.floor(r * n_B.astype(np.float32) + np.float32(1e-4)).max(initial=0))
   else:
