@@ -817,7 +817,7 @@ def padir_train_step(cfg, precision: str):
   from padir.training import optim
 
   model = model_lib.Transformer(dataclasses.replace(cfg, dtype=precision), rngs=nnx.Rngs(0))
-  tx = optim.batched_over_equal_shapes(
+  tx = optim.per_layer(
     optax.adafactor(
       learning_rate=1e-3, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True
     )

@@ -67,6 +67,8 @@ def last_layer_attention(
 ) -> tuple[np.ndarray, np.ndarray]:
   """(self_BNTT, cross_BNTS): the last decoder layer's attention weights, float32, of one
   decoder pass on hyp_BT given the sources inputs_BS (the pass the module docstring analyses)."""
+  if model.cfg.scanned:  # a stacked layer's views do not sow: the same model per layer
+    model = model_lib.with_layout(model, "loop")
   layer = model.decoder_layers[-1]
   with sowing([layer.self_attention, layer.cross_attention]):
     self_BNTT, cross_BNTS = _attention(model, inputs_BS, hyp_BT)

@@ -19,6 +19,7 @@ from flax import nnx
 from gmlm.checkpoints import Checkpoints
 from padir.data import tokenizer as tokenizer_lib
 from padir.data import vocab
+from padir.model import layer_stack
 from padir.model import transformer as model_lib
 
 CHECKPOINTS = "checkpoints"
@@ -72,9 +73,13 @@ def load_model(workdir: str, step: int | Sequence[int] | None = None) -> Loaded:
     model_lib.ModelConfig.from_run_config(config, tok.vocab_size), rngs=nnx.Rngs(0)
   )
   ckpt = Checkpoints(os.path.join(workdir, CHECKPOINTS))
-  params = [ckpt.restore(s, {"params": nnx.state(model, nnx.Param)})["params"] for s in wanted]
+  # written per layer in both storage layouts (padir.model.layer_stack)
+  like = {"params": layer_stack.unstack_layers(nnx.state(model, nnx.Param))}
+  params = [ckpt.restore(s, like)["params"] for s in wanted]
   ckpt.close()
-  nnx.update(model, average(params))
+  nnx.update(
+    model, layer_stack.stack_layers(average(params)) if model.cfg.scanned else average(params)
+  )
   model.eval()
   return model, tok, config
 

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from padir.data import tokenizer as tokenizer_lib
-from padir.model import dag_links
+from padir.model import dag_links, layer_stack
 
 Array = jax.Array
 NEG_INF = -1e9
@@ -92,11 +92,11 @@ class ModelConfig:
   # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over k x source vertices
   # (padir.model.dag); 0 = off
   dag_upsample: int = 0
-  # "scan": each layer kind's parameters stacked on a leading axis inside the step and the
-  # layers run by one jax.lax.scan (traced and compiled once per kind); "loop": a Python loop;
-  # "auto": the scan on an accelerator, the loop on a CPU (measured faster per step there).
-  # True / False (configs written before "auto") mean scan / loop. The parameters are stored
-  # per layer in both (the same checkpoints, the same AdaFactor).
+  # "scan": each layer kind's parameters stored stacked on a leading axis (padir.model.
+  # layer_stack) and the layers run by one jax.lax.scan (traced and compiled once per kind);
+  # "loop": stored per layer, run by a Python loop; "auto": the scan on an accelerator, the loop
+  # on a CPU (measured faster per step there). True / False (configs written before "auto")
+  # mean scan / loop. Checkpoints are per layer in both (either layout restores the other's).
   scan_layers: bool | str = "auto"
   remat: Literal["none", "full", "dots_saveable"] = "none"  # REMAT_POLICIES: per-layer remat
 
@@ -413,23 +413,21 @@ class DecoderLayer(nnx.Module):
 
 
 def run_layers(
-  layers: nnx.List,
+  layers: nnx.List | layer_stack.LayerStack,
   call: Any,
   x: Array,
   consts: tuple[Any, ...] = (),
   per_layer: tuple[Any, ...] | None = None,
   *,
-  scan: bool = True,
   remat: str = "none",
 ) -> Array:
   """x through the layers in order: x = call(layer, x, per_layer[i], *consts) for each layer i.
 
-  scan: the layers' parameters (and dropout streams) stacked on a leading axis here, inside the
-  traced step, and one jax.lax.scan runs the layer: the layer is traced and compiled once, not
-  once per layer; the gradient of the stack hands each stored layer its own slice. Layers that
-  differ in their static attributes (one sowing its attention weights) run in a loop instead.
-  remat (config.model.remat): each layer under jax.checkpoint with that policy. The dropout
-  streams advance as in the loop, so both give the same result, masks included."""
+  A LayerStack (config.model.scan_layers = "scan") runs as one jax.lax.scan over its stacked
+  arrays: the layer is traced and compiled once, not once per layer, and the scan reads the
+  stored arrays as they are (its gradient is their gradient). A list of layers runs as a Python
+  loop. remat (config.model.remat): each layer under jax.checkpoint with that policy. The
+  dropout streams advance alike in both, so both give the same result, masks included."""
   L = len(layers)
   per_layer = (None,) * L if per_layer is None else tuple(per_layer)
   if not L:
@@ -437,12 +435,8 @@ def run_layers(
   if remat not in REMAT_POLICIES:
     raise ValueError(f"remat must be one of {tuple(REMAT_POLICIES)}, got {remat!r}")
   policy = REMAT_POLICIES[remat]
-  splits = [nnx.split(layer, nnx.Param, ...) for layer in layers]
-  graphdef = splits[0][0]
-  # one layer: nothing to scan over, and a lone layer that sows (the stutter analysis) must run
-  # in the loop, where its intermediates reach nnx.capture
-  uniform = L > 1 and all(g == graphdef for g, _, _ in splits[1:])
-  if policy is None and not (scan and uniform):
+  stacked = isinstance(layers, layer_stack.LayerStack)
+  if policy is None and not stacked:
     for layer, xi in zip(layers, per_layer):
       x = call(layer, x, xi, *consts)
     return x
@@ -462,19 +456,20 @@ def run_layers(
 
   # Dropout streams advance only in training; in eval mode nothing is written back (a decoding
   # loop's body may not write the model's variables).
+  modules = layers.stack if stacked else list(layers)
   advancing = any(
     isinstance(m, nnx.Dropout) and not m.deterministic and m.rate > 0
-    for _, m in nnx.iter_graph(list(layers))
+    for _, m in nnx.iter_graph(modules)
   )
-  if not (scan and uniform):
-    for layer, (g, params, rest), xi in zip(layers, splits, per_layer):
+  if not stacked:
+    for layer, xi in zip(layers, per_layer):
+      g, params, rest = nnx.split(layer, nnx.Param, ...)
       x, rest = checkpointed(g, True)(params, rest, x, xi, consts)
       if advancing:
         nnx.update(layer, rest)
     return x
+  graphdef, params_L, rest_L = nnx.split(layers.stack, nnx.Param, ...)
   stack = lambda *a: jnp.stack(a)
-  params_L = jax.tree.map(stack, *(p for _, p, _ in splits))
-  rest_L = jax.tree.map(stack, *(r for _, _, r in splits))
   xs_L = None if all(xi is None for xi in per_layer) else jax.tree.map(stack, *per_layer)
   step = checkpointed(graphdef, False)
 
@@ -483,9 +478,8 @@ def run_layers(
     return step(params, rest, x, xi, consts)
 
   x, rest_L = jax.lax.scan(scan_body, x, (params_L, rest_L, xs_L))
-  for i, layer in enumerate(layers):
-    if advancing:
-      nnx.update(layer, jax.tree.map(lambda a: a[i], rest_L))
+  if advancing:
+    nnx.update(layers.stack, rest_L)
   return x
 
 
@@ -506,12 +500,13 @@ class Transformer(nnx.Module):
     self.target_pos_TD = nnx.Param(
       normal(rngs.params(), (cfg.decoder_length, cfg.d_model)), **_axes("length", "embed")
     )
-    self.encoder_layers = nnx.List(
-      [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)]
-    )
-    self.decoder_layers = nnx.List(
-      [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)]
-    )
+    # Built per layer in both layouts (the same initial weights and dropout streams), then
+    # stacked when the layers run as a scan (padir.model.layer_stack).
+    keep = layer_stack.LayerStack if cfg.scanned else nnx.List
+    encoder_layers = [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)]
+    decoder_layers = [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)]
+    self.encoder_layers = keep(encoder_layers) if encoder_layers else nnx.List([])
+    self.decoder_layers = keep(decoder_layers) if decoder_layers else nnx.List([])
     self.encoder_norm = _layer_norm(cfg, rngs)
     self.decoder_norm = _layer_norm(cfg, rngs)
     self.length_head = nnx.Linear(
@@ -543,7 +538,6 @@ class Transformer(nnx.Module):
       lambda layer, x_BSD, _, mask_BSS: layer(x_BSD, mask_BSS),
       x_BSD,
       (mask_BS[:, None, :] & mask_BS[:, :, None],),
-      scan=self.cfg.scanned,
       remat=self.cfg.remat,
     )
     return self.encoder_norm(x_BSD), mask_BS
@@ -608,7 +602,6 @@ class Transformer(nnx.Module):
       x_BTD,
       (pos_TD[None], enc_BSD, mask_BTT, mask_BTS),
       fixed,
-      scan=self.cfg.scanned,
       remat=self.cfg.remat,
     )
     return self.decoder_norm(x_BTD)
@@ -729,3 +722,17 @@ def abstract_param_count(cfg: ModelConfig) -> int:
   """Parameter count without allocating (e.g. for the 67M paper size)."""
   abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
   return count_params(abstract)
+
+
+def with_layout(model: Transformer, scan_layers: bool | str) -> Transformer:
+  """The same model (weights, dropout streams, train / eval mode) in the storage layout that
+  scan_layers names (padir.model.layer_stack); the arrays are shared or sliced, not copied
+  into new random weights."""
+  cfg = dataclasses.replace(model.cfg, scan_layers=scan_layers)
+  graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0, dropout=0))))
+  state = nnx.state(model)
+  convert = layer_stack.stack_layers if cfg.scanned else layer_stack.unstack_layers
+  out = nnx.merge(graphdef, convert(state))
+  if model.dropout.deterministic:
+    out.eval()
+  return out

@@ -42,7 +42,7 @@ from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import ctc, refinement
 from padir.evaluation import curves
 from padir.evaluation import translation as evaluate
-from padir.model import dag, losses, restore
+from padir.model import dag, layer_stack, losses, restore
 from padir.model import transformer as model_lib
 from padir.training import early_stopping, optim, throughput, warm_start
 from padir.training import sharding as sharding_lib
@@ -444,7 +444,7 @@ def make_steps(config: ml_collections.ConfigDict, state_shardings: Any = None):
 
   @functools.partial(nnx.jit, static_argnames="slots")
   def train_step(model, optimizer, batch, key, dropout_key, step=0, slots=0):
-    nnx.reseed(model, dropout=dropout_key)
+    layer_stack.reseed_dropout(model, dropout_key)
     if num_micro > 1:
       aux, grads = accumulated_grads(model, batch, key, config, step, num_micro, slots)
       loss = aux.pop("loss")
@@ -616,9 +616,12 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     max_to_keep=t.keep_checkpoints,
     save_interval_steps=t.checkpoint_every,
   )
-  latest = ckpt.restore_latest(
-    {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer), "data": Json()}
+  # Checkpoints hold the layers per layer in both storage layouts (padir.model.layer_stack):
+  # a run resumes in either layout.
+  stored = lambda: layer_stack.unstack_layers(
+    {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer)}
   )
+  latest = ckpt.restore_latest({**stored(), "data": Json()})
   step = latest[0] if latest is not None else 0
   if not step and config.get(warm_start.KEY):
     record = warm_start.apply(model, check_warm_start(config, vocab.vocabulary_path(config)))
@@ -632,6 +635,8 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     )
   if step:
     restored = latest[1]
+    if model.cfg.scanned:
+      restored.update(layer_stack.stack_layers({k: restored[k] for k in ("params", "optimizer")}))
     nnx.update(model, restored["params"])
     nnx.update(optimizer, restored["optimizer"])
     train_iter.set_state(restored["data"])
@@ -644,11 +649,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   def save(step: int) -> None:
     ckpt.save(
       step,
-      {
-        "params": nnx.state(model, nnx.Param),
-        "optimizer": nnx.state(optimizer),
-        "data": Json(train_iter.get_state()),
-      },
+      {**stored(), "data": Json(train_iter.get_state())},
       force=True,
       wait=False,
     )

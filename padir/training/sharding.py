@@ -37,6 +37,7 @@ LOGICAL_RULES: LogicalRules = (
   ("head_dim", None),
   ("length", None),
   ("length_classes", None),
+  ("layers", None),  # a LayerStack's leading axis (padir.model.layer_stack)
 )
 
 

@@ -28,7 +28,7 @@ from flax import nnx
 
 from gmlm.checks import ConfigError
 from padir.data import vocab
-from padir.model import restore
+from padir.model import layer_stack, restore
 from padir.model import transformer as model_lib
 
 KEY = "init_from"
@@ -99,8 +99,9 @@ def apply(model: model_lib.Transformer, source: dict[str, Any]) -> dict[str, Any
   """Copies the shared parameters of the AR run `source` (from `check`) into model in place
   (each keeps its current sharding); returns the record: the copied and the fresh paths."""
   ar_model, _, _ = restore.load_model(source["run"], source["step"])
-  theirs = dict(nnx.to_flat_state(nnx.state(ar_model, nnx.Param)))
-  ours = nnx.state(model, nnx.Param)
+  # both per layer, whatever either model's storage layout (padir.model.layer_stack)
+  theirs = dict(nnx.to_flat_state(layer_stack.unstack_layers(nnx.state(ar_model, nnx.Param))))
+  ours = layer_stack.unstack_layers(nnx.state(model, nnx.Param))
   copied, fresh = [], []
   for path, var in nnx.to_flat_state(ours):
     name = "/".join(str(p) for p in path)
@@ -116,5 +117,5 @@ def apply(model: model_lib.Transformer, source: dict[str, Any]) -> dict[str, Any
     sharding = getattr(var[...], "sharding", None)
     var[...] = jax.device_put(value, sharding) if sharding is not None else value
     copied.append(name)
-  nnx.update(model, ours)
+  nnx.update(model, layer_stack.stack_layers(ours) if model.cfg.scanned else ours)
   return {**source, "copied": copied, "fresh": fresh}

@@ -1,4 +1,4 @@
-"""AdaFactor run once per parameter shape (padir.training.optim.batched_over_equal_shapes) makes
+"""AdaFactor run once per parameter shape (padir.training.optim.per_layer) makes
 the per-array update: the same parameters and state over several steps on a model whose layers
 repeat shapes, the state stored exactly as the per-array optimizer's (checkpoints unchanged), and
 a smaller program. An inner transformation that mixes arrays (a global-norm clip) is not
@@ -11,11 +11,12 @@ import numpy as np
 import optax
 from flax import nnx
 
+from padir.model import layer_stack
 from padir.model import transformer as model_lib
 from padir.training import optim
 
 
-def _params(encoder_layers=2, decoder_layers=3):
+def _params(encoder_layers=2, decoder_layers=3, scan_layers="loop"):
   cfg = model_lib.ModelConfig(
     vocab_size=50,
     d_model=32,
@@ -23,6 +24,7 @@ def _params(encoder_layers=2, decoder_layers=3):
     d_ff=64,
     num_encoder_layers=encoder_layers,
     num_decoder_layers=decoder_layers,
+    scan_layers=scan_layers,
   )
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
   return nnx.as_pure(nnx.state(model, nnx.Param))
@@ -101,7 +103,7 @@ def test_a_transformation_across_arrays_is_not_batched_equal():
   params = _params()
   inner = optax.chain(optax.clip_by_global_norm(1e-3), optax.sgd(1.0))
   p1, _ = _run(inner, params, steps=1)
-  p2, _ = _run(optim.batched_over_equal_shapes(inner), params, steps=1)
+  p2, _ = _run(optim.per_layer(inner), params, steps=1)
   assert _max_rel(p1, p2) > 1e-2
 
 
@@ -111,7 +113,39 @@ def test_optimizer_by_shape_is_checked_and_resumable():
   assert "train.optimizer_by_shape" in training.RESUMABLE_KEYS
   # a lone array per shape: the inner update unchanged
   lone = {"a": jnp.ones((2, 3)), "b": jnp.ones((4,))}
-  tx = optim.batched_over_equal_shapes(optax.adafactor(1e-2))
+  tx = optim.per_layer(optax.adafactor(1e-2))
   u, _ = tx.update(lone, tx.init(lone), lone)
   ref, _ = optax.adafactor(1e-2).update(lone, optax.adafactor(1e-2).init(lone), lone)
   np.testing.assert_array_equal(u["a"], ref["a"])
+
+
+def test_stacked_layers_get_the_per_array_adafactor():
+  """Layers stored stacked (padir.model.layer_stack): make_optimizer's update of each stacked
+  array is the per-array AdaFactor of each layer's slice, over several steps with the same
+  gradients, and its state is the per-array state stacked (a checkpoint, written per layer,
+  restores into either layout). AdaFactor over a whole stack would differ: its parameter scale
+  and update clipping take one RMS per array (the last assertion shows the check can fail)."""
+  stacked = _params(scan_layers="scan")
+  flat = layer_stack.unstack_layers(stacked)
+  ref = _params()
+  assert jax.tree.structure(flat) == jax.tree.structure(ref)
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(flat), jax.tree.leaves(ref)))
+  cfg = _train_cfg()
+  plain = optim.make_optimizer(ml_collections.ConfigDict({**cfg, "optimizer_by_shape": False}))
+  ours = optim.make_optimizer(cfg)
+  whole = optax.adafactor(1e-2, decay_rate=0.8, clipping_threshold=1.0)  # no per-layer vmap
+  runs = []
+  for tx, params, stack in ((plain, flat, False), (ours, stacked, True), (whole, stacked, True)):
+    state, update = tx.init(params), jax.jit(tx.update)
+    for t in range(4):
+      g = _grads(flat, jax.random.key(t))
+      updates, state = update(layer_stack.stack_layers(g) if stack else g, state, params)
+      params = optax.apply_updates(params, updates)
+    runs.append((layer_stack.unstack_layers(params), layer_stack.unstack_layers(state)))
+  (p1, s1), (p2, s2), (p3, _) = runs
+  assert jax.tree.structure(s1) == jax.tree.structure(s2)
+  assert [x.shape for x in jax.tree.leaves(s1)] == [x.shape for x in jax.tree.leaves(s2)]
+  assert _max_rel(p1, p2) < 1e-6
+  assert _max_rel(s1, s2) < 1e-5
+  assert _max_rel(p1, flat) > 1e-4
+  assert _max_rel(p1, p3) > 1e-3

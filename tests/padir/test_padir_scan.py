@@ -22,7 +22,7 @@ from padir_util import tiny_run_config
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import ctc
 from padir.jobs import train as train_job
-from padir.model import losses
+from padir.model import layer_stack, losses, restore
 from padir.model import transformer as model_lib
 from padir.training import loop as training
 from padir.training import optim
@@ -105,11 +105,13 @@ def _model(cfg: model_lib.ModelConfig, seed: int = 0) -> model_lib.Transformer:
 def test_every_released_structure_gives_the_loops_logits_when_scanned(key):
   """Logits (and the length head) of the scanned layers equal the Python loop's within 1e-5 on
   the same weights, for each released config's structure; the weights of one load into the
-  other as they are (one storage layout: parameters per layer)."""
+  other by stacking (the scan stores each layer kind's arrays stacked)."""
   loop = _model(_shrunk(key, scan_layers="loop"))
   scanned = _model(_shrunk(key, scan_layers="scan"), seed=1)  # other initial weights, replaced
   assert scanned.cfg.scanned and not loop.cfg.scanned
-  nnx.update(scanned, nnx.state(loop, nnx.Param))  # one run's weights into the other layout
+  assert isinstance(scanned.decoder_layers, layer_stack.LayerStack)
+  # one run's weights into the other layout
+  nnx.update(scanned, layer_stack.stack_layers(nnx.state(loop, nnx.Param)))
   batch = _batch(0)
   out = {}
   for name, m in (("loop", loop), ("scan", scanned)):
@@ -135,21 +137,24 @@ def test_every_released_structure_gives_the_loops_logits_when_scanned(key):
 @pytest.mark.parametrize("remat", ["none", "full", "dots_saveable"])
 def test_scan_and_remat_give_the_loops_loss_and_gradients_with_dropout(remat):
   """Training mode, dropout 0.1: the multi-stage loss and its gradient under each remat policy,
-  scanned, equal the Python loop's without remat (the dropout streams advance alike)."""
+  scanned (stacked storage, the same seed), equal the Python loop's without remat: the
+  initial weights and the dropout masks do not depend on the layout."""
   key = ("nar", 2, 2, 2, True, 0.0, 0, "float32", 1)  # decoder, layers, heads, positional, ...
   batch = _batch(1)
   results = []
   for cfg in (_shrunk(key, scan_layers="loop"), _shrunk(key, scan_layers="scan", remat=remat)):
     m = _model(cfg)
-    nnx.reseed(m, dropout=jax.random.key(7, impl="rbg"))
+    layer_stack.reseed_dropout(m, jax.random.key(7, impl="rbg"))
 
     @nnx.jit
     def value_and_grad(m):
       f = lambda m: losses.padir_loss(m, batch, jax.random.key(0), num_stages=1)[0]
       return nnx.value_and_grad(f)(m)
 
-    results.append(value_and_grad(m))
+    loss, grads = value_and_grad(m)
+    results.append((loss, layer_stack.unstack_layers(grads)))
   (l0, g0), (l1, g1) = results
+  assert jax.tree.structure(g0) == jax.tree.structure(g1)
   np.testing.assert_allclose(l1, l0, rtol=1e-6)
   for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
@@ -287,16 +292,17 @@ def _metrics(workdir: str) -> list[dict]:
   "first,second",
   [
     ({"model.scan_layers": "loop"}, {"model.scan_layers": "scan"}),  # unrolled, resumed scanned
+    ({"model.scan_layers": "scan"}, {"model.scan_layers": "loop"}),  # scanned, resumed unrolled
     ({"train.grad_accum_steps": 2}, {"train.grad_accum_steps": 2}),  # accumulating, stopped
   ],
-  ids=["unrolled_then_scanned", "accumulating"],
+  ids=["unrolled_then_scanned", "scanned_then_unrolled", "accumulating"],
 )
 def test_a_run_stopped_and_resumed_with_these_options_matches_the_straight_run(
   toy_corpus, tmp_path, first, second
 ):
   """Stop at step 2 (a checkpoint), resume to 4 with `second`; the losses of steps 3-4 are the
-  straight run's (with `first` throughout) within 1e-5. The first leg's checkpoint is the
-  layout every earlier checkpoint was written in."""
+  straight run's (with `first` throughout) within 1e-5: parameters and AdaFactor's state go
+  through the checkpoint (written per layer in both layouts) into the other storage layout."""
 
   def config(options, stop):
     c = tiny_run_config(toy_corpus, 4, stop_at_step=stop)
@@ -315,6 +321,19 @@ def test_a_run_stopped_and_resumed_with_these_options_matches_the_straight_run(
   assert set(a) == set(b) == {2, 4}
   for step in (2, 4):
     assert a[step] == pytest.approx(b[step], rel=1e-5)
+  if "model.scan_layers" in first:  # the trained model loads in either layout: the same logits
+    logits = []
+    for layout in ("loop", "scan"):
+      with open(os.path.join(legs, "config.json"), encoding="utf-8") as f:
+        c = json.load(f)
+      c["model"]["scan_layers"] = layout
+      with open(os.path.join(legs, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(c, f)
+      model, _, _ = restore.load_model(legs)
+      assert isinstance(model.decoder_layers, layer_stack.LayerStack) == (layout == "scan")
+      enc_BSD, mask_BS = model.encode(_batch(0)["inputs"])
+      logits.append(np.asarray(model.decode(_batch(0)["targets"], enc_BSD, mask_BS)))
+    np.testing.assert_allclose(logits[1], logits[0], atol=1e-5, rtol=0)
 
 
 def test_validate_refuses_accumulation_that_does_not_divide_the_batch():
@@ -336,3 +355,42 @@ def test_auto_layout_is_the_scan_on_accelerators_and_the_loop_on_cpu(monkeypatch
   c.model.scan_layers = "scanned"
   with pytest.raises(training.checks.ConfigError, match="scan_layers='scanned'.*'auto'"):
     training.validate(c)
+
+
+def test_layer_stack_views_layouts_and_dropout_streams():
+  """A LayerStack's views are its layers' slices; unstack_layers / stack_layers are inverse on a
+  model's whole state (weights, dropout streams) and on an optimizer's; a model built scanned has
+  the loop's weights for the same seed; reseed_dropout gives each layer its own stream (the
+  masks of two layers differ) and the same streams in both layouts."""
+  key = ("nar", 2, 3, 2, True, 0.0, 0, "float32", 1)
+  loop, scanned = (_model(_shrunk(key, scan_layers=s)) for s in ("loop", "scan"))
+  flat = nnx.state(loop)
+  stacked = nnx.state(scanned)
+  assert jax.tree.structure(layer_stack.unstack_layers(stacked)) == jax.tree.structure(flat)
+  assert jax.tree.structure(layer_stack.stack_layers(flat)) == jax.tree.structure(stacked)
+  for a, b in zip(jax.tree.leaves(flat), jax.tree.leaves(layer_stack.unstack_layers(stacked))):
+    np.testing.assert_array_equal(
+      jax.random.key_data(a) if jnp.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
+      jax.random.key_data(b) if jnp.issubdtype(b.dtype, jax.dtypes.prng_key) else b,
+    )
+  view = scanned.decoder_layers[-1]
+  np.testing.assert_array_equal(view.ffn.up.kernel[...], loop.decoder_layers[2].ffn.up.kernel[...])
+  assert view.ffn.up.kernel.get_metadata()["logical_axes"] == ("embed", "mlp")
+  assert scanned.decoder_layers.stack.ffn.up.kernel.get_metadata()["logical_axes"] == (
+    "layers",
+    "embed",
+    "mlp",
+  )
+  assert len(list(scanned.decoder_layers)) == 3
+  with pytest.raises(IndexError):
+    scanned.decoder_layers[3]
+  k = jax.random.key(3, impl="rbg")
+  for m in (loop, scanned):
+    layer_stack.reseed_dropout(m, k)
+  keys = lambda m: [
+    np.asarray(jax.random.key_data(x))
+    for x in jax.tree.leaves(layer_stack.unstack_layers(nnx.state(m, nnx.RngKey)))
+  ]
+  kl, ks = keys(loop), keys(scanned)
+  assert len(kl) == len(ks) and all(np.array_equal(a, b) for a, b in zip(kl, ks))
+  assert len({a.tobytes() for a in kl}) == len(kl)  # no two streams share a key
