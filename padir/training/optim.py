@@ -61,7 +61,10 @@ def per_layer(
   - with group_lists, the per-layer copies of a parameter (one path up to the layer number, one
     shape and dtype: _layer_pattern) are stacked and updated by one vmap: traced once per layer
     kind's parameter, not once per array (a 6+6-layer model has ~200 arrays and ~35 groups),
-    their state stored per array as inner stores it.
+    their state stored per array as inner stores it; and the stacked parameters of one
+    per-layer shape (the attention's query, key and value projections of every layer kind...)
+    are concatenated on the layer axis into one vmap (6 for the 36 stacked arrays of a 6+6-layer
+    model), their state stored stacked per parameter as before.
   Equal to inner per array only when inner treats each array on its own (AdaFactor, Adam,
   per-array clipping; not a global-norm clip): make_optimizer's AdaFactor does, and
   tests/padir/test_padir_optim.py checks the updates and states agree across layouts."""
@@ -78,51 +81,57 @@ def per_layer(
     leaves = [leaf for _, leaf in flat]
     groups: dict[tuple, list[int]] = {}
     for i, (path, leaf) in enumerate(flat):
-      if _is_stacked(path):
-        key = ("stacked", i)
+      if _is_stacked(path):  # with group_lists, joined with the stacks of its per-layer shape
+        key = ("stacked", leaf.shape[1:], jnp.dtype(leaf.dtype)) if group_lists else ("s", i)
       elif group_lists:
-        key = (_layer_pattern(path), leaf.shape, jnp.dtype(leaf.dtype))
+        key = ("list", _layer_pattern(path), leaf.shape, jnp.dtype(leaf.dtype))
       else:
         key = ("array", i)
       groups.setdefault(key, []).append(i)
-    if all(len(idx) == 1 and k[0] != "stacked" for k, idx in groups.items()):
+    if all(k[0] == "array" for k in groups):
       return inner.update(updates, state, params)
     order = list(groups.values())
-    # a group's arrays as one array whose leading axis the vmap runs over (None: no vmap)
-    vmapped = [k[0] == "stacked" or len(idx) > 1 for k, idx in groups.items()]
+    stacks = [k[0] in ("stacked", "s") for k in groups]
+    # the rows of the vmapped array each group's arrays take: a stack its layers, a list array one
+    rows = [[leaves[i].shape[0] if st else 1 for i in idx] for idx, st in zip(order, stacks)]
+    starts = [[sum(r[:j]) for j in range(len(r))] for r in rows]
+    batched = [st or len(idx) > 1 for idx, st in zip(order, stacks)]
     is_params = lambda x: jax.tree.structure(x) == treedef
 
-    def part(tree, idx):  # a params-shaped tree's arrays of one group: [array]
-      ls = treedef.flatten_up_to(tree)
-      return [jnp.stack([ls[i] for i in idx]) if len(idx) > 1 else ls[idx[0]]]
+    def part(tree, g):  # a params-shaped tree's arrays of group g as one array: [array]
+      ls = [treedef.flatten_up_to(tree)[i] for i in order[g]]
+      if len(ls) == 1:
+        return [ls[0]]
+      return [jnp.concatenate(ls) if stacks[g] else jnp.stack(ls)]
 
-    def piece(out, idx, j):  # array j of the group back from the group's output
-      return out[0][j] if len(idx) > 1 else out[0]
+    def piece(out, g, j):  # array j of group g back from the group's output
+      if len(order[g]) == 1:
+        return out[0]
+      if stacks[g]:
+        return out[0][starts[g][j] : starts[g][j] + rows[g][j]]
+      return out[0][j]
 
     new_updates, new_states = [None] * len(leaves), []
-    for idx, batched in zip(order, vmapped):
-      state_g = jax.tree.map(
-        lambda x: part(x, idx) if is_params(x) else x, state, is_leaf=is_params
-      )
-      args = (part(updates, idx), state_g)
-      args += (None if params is None else part(params, idx),)
-      if batched:
+    for g, idx in enumerate(order):
+      state_g = jax.tree.map(lambda x: part(x, g) if is_params(x) else x, state, is_leaf=is_params)
+      args = (part(updates, g), state_g, None if params is None else part(params, g))
+      if batched[g]:
         axes = jax.tree.map(lambda x: [0] if is_params(x) else None, state, is_leaf=is_params)
         p_axes = None if params is None else [0]
         u_g, s_g = jax.vmap(inner.update, in_axes=([0], axes, p_axes), out_axes=([0], axes))(*args)
       else:
         u_g, s_g = inner.update(*args)
       for j, i in enumerate(idx):
-        new_updates[i] = piece(u_g, idx, j)
+        new_updates[i] = piece(u_g, g, j)
       new_states.append(s_g)
 
     def combine(x, *pieces):  # the groups' pieces of one params-shaped tree, back per array
       if not is_params(x):
         return pieces[0]  # the step counts, equal in every group's update
       out = [None] * len(leaves)
-      for idx, p in zip(order, pieces):
-        for j, i in enumerate(idx):
-          out[i] = piece(p, idx, j)
+      for g, p in enumerate(pieces):
+        for j, i in enumerate(order[g]):
+          out[i] = piece(p, g, j)
       return treedef.unflatten(out)
 
     new_state = jax.tree.map(combine, state, *new_states, is_leaf=is_params)
