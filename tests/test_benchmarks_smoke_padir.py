@@ -44,14 +44,14 @@ def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
   out = run_benchmark("padir_compile.py", "--tiny", "--json", str(tmp_path / "r.json"), timeout=900)
   for dtype in ("float32", "bfloat16"):
     ratios = (
-      rf"\| {dtype} \| loop / scan \| per array / by shape \| [\d.]+x \| [\d.]+x \(total [\d.]+x\)"
+      rf"\| {dtype} \| loop / scan \| today / default \| [\d.]+x \| [\d.]+x \(total [\d.]+x\)"
     )
     assert re.search(ratios, out), out
   assert re.search(r"\| scan \| full \| 16 \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out), out
   assert re.search(r"\| 16 \| 2 \| full \| 16 \|( [\d.]+ \|){3} yes \|", out), out
   assert re.search(r"\| synthetic \| 4 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", out), out
   results = json.loads((tmp_path / "r.json").read_text())
-  # 2 dtypes x (loop, scan, scan with AdaFactor by shape); 3 remat rows; the 8-device plan
+  # 2 dtypes x (the loop, the scan over stacked layers); 3 remat rows; the 8-device plan
   # under 2 policies; loop and scan steps
   counts = {k: len(results[k]) for k in ("compile", "memory", "plan", "step")}
-  assert counts == {"compile": 6, "memory": 3, "plan": 2, "step": 2}, counts
+  assert counts == {"compile": 4, "memory": 3, "plan": 2, "step": 2}, counts
