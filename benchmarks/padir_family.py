@@ -51,12 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import ml_collections  # noqa: E402
 
-from configs import (  # noqa: E402
-  padir_bible_en_es,
-  padir_synthetic,
-  padir_synthetic_ar,
-  padir_synthetic_ctc,
-)
+from configs import padir_bible_en_es, padir_family  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
 from padir.data import grammar, vocab  # noqa: E402
@@ -65,7 +60,7 @@ from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
 from padir.training import loop as training  # noqa: E402
 
-MODELS = ("ar", "padir", "ctc", "dag")
+MODELS = padir_family.MODELS
 TIMING = "family_timing.json"
 HEADER = [
   "task",
@@ -87,23 +82,9 @@ def cpu_seconds() -> float:
 def model_config(
   name: str, dag_upsample: int, ctc_upsample: float = 2.0
 ) -> ml_collections.ConfigDict:
-  """The training config of a model (module docstring), before the task's data."""
-  if name == "ar":
-    return padir_synthetic_ar.get_config()
-  if name == "padir":
-    return padir_synthetic.get_config()
-  c = padir_synthetic_ctc.synthetic_ctc(padir_synthetic.get_config())
-  c.loss.update(glancing_ratio=0.5, glancing_ratio_end=0.3)
-  if name == "ctc":
-    # an integer ratio stays an int (the config's field type); ctc_upsample_max is a float
-    k = int(ctc_upsample) if float(ctc_upsample).is_integer() else float(ctc_upsample)
-    c.model.update(ctc_upsample=k, ctc_upsample_max=max(3.0, k + 1.0))
-    return c
-  if name == "dag":
-    c.model.update(ctc_upsample=0, dag_upsample=dag_upsample)
-    c.decode.dag_decoder = "lookahead"
-    return c
-  raise ValueError(f"unknown model {name!r}: one of {MODELS}")
+  """The training config of a model (module docstring), before the task's data: the one
+  configs/padir_family.py gives users."""
+  return padir_family.model_config(name, dag_upsample, ctc_upsample)
 
 
 def task_dir(task: str, seed: int) -> str:
@@ -151,7 +132,8 @@ def fit_vocabulary(config: ml_collections.ConfigDict):
       config.data.vocab_size = tok.vocab_size
       return tok
     except Exception as e:  # pylint: disable=broad-except (SentencePiece's RuntimeError)
-      allowed = re.search(r"<= (\d+)", str(e))
+      # SentencePiece's own error ("<= N") or padir.data.vocab's line naming the key ("at most N")
+      allowed = re.search(r"(?:<=|at most) (\d+)", str(e))
       if not allowed or int(allowed.group(1)) >= config.data.vocab_size:
         raise
       config.data.vocab_size = int(allowed.group(1))

@@ -61,6 +61,8 @@ VALID = {
   ("data.min_chars", "0"): "keep every non-empty line",
   ("data.max_lines", "0"): "0 = all lines",
   ("train.stop_at_step", "0"): "0 = run to num_train_steps",
+  ("train.early_stopping_patience", "0"): "0 = no early stopping",
+  ("data.grammar_seed", "0"): "the family task itself (other seeds: held-aside draws)",
   ("distill.teacher_step", "0"): "0 = the teacher's latest checkpoint",
   ("decode.num_examples", "0"): "0 = no translation during training (BLEU off)",
   ("mesh.data", "0"): "0 = one device",

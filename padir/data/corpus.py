@@ -132,10 +132,11 @@ def check_corpus(data: Any, splits: Sequence[str] = ("train", "valid")) -> None:
   """Reads every split a job will read from a run config's `data` (read_split: a missing split,
   which names the command that makes a shipped synthetic corpus, an empty file, a line without
   its tab, invalid UTF-8, an empty side), so that a bad corpus is refused (CorpusError, one line)
-  before the run directory is written. With data.prepare_bible a missing split is the job's to
-  fetch: only the splits already there are read."""
+  before the run directory is written. With data.prepare_bible (data.grammar_task) a missing
+  split is the job's to fetch (write): only the splits already there are read."""
   for split in splits:
-    if data.get("prepare_bible") and not os.path.isfile(
+    job_makes = data.get("prepare_bible") or data.get("grammar_task")
+    if job_makes and not os.path.isfile(
       os.path.join(data.corpus_dir, f"{split}.tsv")
     ):
       continue

@@ -319,6 +319,32 @@ def write_corpus(
   return manifest
 
 
+FAMILY_SIZES = {"valid": 512, "test": 1024}  # a family task's held-out splits (pairs)
+
+
+def prepare_if_missing(out_dir: str, task: str, seed: int = 0, train_pairs: int = 60_000) -> dict:
+  """A family task's corpus in out_dir (a run config's data.grammar_task): written when its
+  manifest is missing, else checked to be that task's (knobs, seed, sizes), so a config never
+  trains on another task's corpus in the same directory. Returns the manifest."""
+  if task not in FAMILY:
+    raise ValueError(f"data.grammar_task={task!r} is not a family task: one of {sorted(FAMILY)}")
+  sizes = {"train": train_pairs, **FAMILY_SIZES}
+  path = os.path.join(out_dir, "manifest.json")
+  if not os.path.isfile(path):
+    return write_corpus(out_dir, sizes, FAMILY[task], seed)
+  with open(path, encoding="utf-8") as f:
+    manifest = json.load(f)
+  want = {"knobs": dataclasses.asdict(FAMILY[task]), "seed": seed, "counts": sizes}
+  want = json.loads(json.dumps(want))  # as the manifest stores it (tuples as lists)
+  got = {k: manifest.get(k) for k in want}
+  if got != want:
+    raise ValueError(
+      f"data.corpus_dir={out_dir!r} holds another corpus ({got}) than data.grammar_task="
+      f"{task!r} (seed {seed}, {train_pairs} training pairs) writes: point data.corpus_dir "
+      f"elsewhere"
+    )
+  return manifest
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, help="directory for train/valid/test.tsv")

@@ -36,7 +36,7 @@ from gmlm import checks
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
-from padir.data import bible, vocab
+from padir.data import bible, grammar, vocab
 from padir.data import corpus as data
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import ctc, refinement
@@ -92,6 +92,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "decode.decoder", (*refinement.VARIANTS, "legacy"))
   if _has(config, "data.prepare_bible"):
     _check_bool(config, "data.prepare_bible")
+  if _has(config, "data.grammar_task"):
+    checks.check_choice(config, "data.grammar_task", ("", *grammar.FAMILY))
+    for key, lo in (("data.grammar_seed", 0), ("data.grammar_pairs", 1)):
+      if _has(config, key):
+        checks.check_int(config, key, lo=lo)
   checks.check_int(config, "data.vocab_size", lo=tokenizer_lib.NUM_SPECIAL + 1)
   checks.check_int(config, "data.max_source_length", lo=1)
   checks.check_int(config, "data.max_target_length", lo=1)
@@ -234,6 +239,13 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi", "beam"))
   if _has(config, "model.ctc_upsample_max"):
     k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
+    checks.check(
+      k_max == 0 or config.model.get("ctc_upsample", 0) >= 1,
+      "model.ctc_upsample",
+      config.model.get("ctc_upsample", 0),
+      f"must be at least 1 with model.ctc_upsample_max={k_max} (a CTC model's per-batch ratio "
+      f"starts there); or set model.ctc_upsample_max=0",
+    )
     checks.check(
       k_max == 0 or k_max >= config.model.get("ctc_upsample", 0) >= 1,
       "model.ctc_upsample_max",
@@ -534,6 +546,10 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple[tokenizer_lib.Token
   d = config.data
   if d.get("prepare_bible"):
     bible.prepare_if_missing(d.corpus_dir, d.source_lang, d.target_lang)
+  if d.get("grammar_task"):
+    grammar.prepare_if_missing(
+      d.corpus_dir, d.grammar_task, d.get("grammar_seed", 0), d.get("grammar_pairs", 60_000)
+    )
   tok = vocab.prepare_vocabulary(config)
   from padir.data import tfds_corpus  # pylint: disable=g-import-not-at-top (loads tfds: here only)
 

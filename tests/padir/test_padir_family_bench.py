@@ -27,23 +27,19 @@ def test_ar_at_equal_cpu_is_its_last_evaluation_reached_by_then():
   assert "| t | ctc | 0.00 | " + ctc.delta in family.table([ar, ctc])
 
 
+def _args(**over):
+  """The benchmark's arguments for a tiny task of 300 pairs."""
+  import argparse
+
+  base = dict(dag_upsample=2, ctc_upsample=2.0, pairs=300, tiny=True, grammar_seed=0)
+  base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
+  return argparse.Namespace(**{**base, **over})
+
+
 def test_length_limits_keep_every_pair_and_a_held_aside_seed_is_another_task(tmp_path):
   """The limits are the corpus's longest sentence in pieces (EOS included), over every split,
   so no pair is dropped or cut; a grammar seed other than 0 writes a different corpus beside."""
-  import argparse
-
-  args = argparse.Namespace(
-    dag_upsample=2,
-    ctc_upsample=2.0,
-    pairs=300,
-    tiny=True,
-    grammar_seed=0,
-    vocab_size=120,
-    steps=10,
-    eval_every=5,
-    patience=2,
-    valid_sentences=8,
-  )
+  args = _args(vocab_size=120)
   root = str(tmp_path)
   config = family.run_config("ctc", "sov_long", root, args)
   tok = family.vocab.prepare_vocabulary(config)
@@ -59,3 +55,13 @@ def test_length_limits_keep_every_pair_and_a_held_aside_seed_is_another_task(tmp
   assert other.data.corpus_dir.endswith("sov_long_seed3")
   read = lambda c: open(f"{c.data.corpus_dir}/train.tsv", encoding="utf-8").read()
   assert read(other) != read(config)
+
+
+def test_a_vocabulary_the_corpus_cannot_fill_is_lowered_to_what_it_allows(tmp_path):
+  """run_config asks SentencePiece for --vocab-size pieces; on a corpus that cannot fill them it
+  trains the largest size the refusal names (padir.data.vocab's one-line error) instead."""
+  args = _args(vocab_size=5000)
+  config = family.run_config("ar", "sov", str(tmp_path), args)
+  tok = family.vocab.prepare_vocabulary(config)
+  assert 16 < config.data.vocab_size < 5000
+  assert tok.vocab_size == config.data.vocab_size

@@ -1,0 +1,110 @@
+"""A task of the reordering family (padir.data.grammar.FAMILY) with one of the family's models,
+as benchmarks/padir_family.py trains it. The parameter after the colon is TASK,MODEL[,SEED]:
+
+    python train.py --config configs/padir_family.py:sov,dag --workdir runs/family_sov_dag
+
+(without a parameter: sov,ar, the reference).
+
+TASK: sov, vso, mirror, osv_clause, vos_fertile, sov_long. MODEL: ar (configs/padir_synthetic_ar
+.py, greedy), padir (configs/padir_synthetic.py, the paper's refinement), ctc (padir_synthetic_
+ctc with glancing 0.5 -> 0.3 on the best alignment and a ratio per batch, 2 -> at most 3 slots
+per source token) or dag (DA-Transformer's directed acyclic decoder, 3 vertices per source
+token, glancing on the best path, lookahead decoding). SEED (default 0) draws a held-aside task:
+the same knobs, a fresh lexicon, cipher and sentences. The first run writes the corpus
+(60,000 training pairs, 512 validation, 1,024 test) to data/family/TASK[_seedSEED] and trains
+its SentencePiece vocabulary there; the vocabulary sizes and length limits below are the ones
+the corpora of seed 0 allow (the longest sentence in pieces, EOS included, so no pair is
+dropped). Training stops early after 3 evaluations (every 250 steps) without a validation-BLEU
+gain over 0.2, at 4,000 steps at most.
+
+Results (benchmarks/padir_family.py, test split, 1,024 pairs, against AR greedy with the paired
+bootstrap; 2 cores, 2026-11-27; the other tasks are being trained: docs/padir_training.md):
+
+| task | model | steps | test BLEU | vs AR greedy [95%] | CPU s |
+|---|---|---|---|---|---|
+| sov | ar | 2,750 (early stop) | 99.93 | reference | 2,590 |
+| sov | ctc | 4,000 (the cap) | 98.74 | -1.19 [-1.59, -0.82] | 9,751 (3,500 steps over all slots; about 3,200 trained over the used slots from the start) |
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from configs import padir_synthetic, padir_synthetic_ar, padir_synthetic_ctc
+
+MODELS = ("ar", "padir", "ctc", "dag")
+# task -> (the SentencePiece size its seed-0 corpus allows, the longest sentence in pieces with
+# EOS, rounded up to a multiple of 8): benchmarks/padir_family.py's fit_vocabulary / fit_lengths
+SIZES = {
+  "sov": (267, 56),
+  "vso": (287, 56),
+  "mirror": (276, 48),
+  "osv_clause": (267, 56),
+  "vos_fertile": (512, 56),
+  "sov_long": (271, 136),
+}
+
+
+def model_config(
+  name: str, dag_upsample: int = 3, ctc_upsample: float = 2.0
+) -> ml_collections.ConfigDict:
+  """The training config of a family model (the module docstring), before the task's data."""
+  if name == "ar":
+    return padir_synthetic_ar.get_config()
+  if name == "padir":
+    return padir_synthetic.get_config()
+  c = padir_synthetic_ctc.synthetic_ctc(padir_synthetic.get_config())
+  c.loss.update(glancing_ratio=0.5, glancing_ratio_end=0.3)
+  if name == "ctc":
+    # an integer ratio stays an int (the config's field type); ctc_upsample_max is a float
+    k = int(ctc_upsample) if float(ctc_upsample).is_integer() else float(ctc_upsample)
+    # k slots per source token, raised per batch up to max(3, k + 1) where a target needs more
+    c.model.update(ctc_upsample=k, ctc_upsample_max=max(3.0, k + 1.0))
+    return c
+  if name == "dag":
+    # DA-Transformer's graph over dag_upsample vertices per source token, instead of CTC
+    c.model.update(ctc_upsample=0, dag_upsample=dag_upsample)
+    c.decode.dag_decoder = (
+      "lookahead"  # the DAG's decoder: lookahead (beam: the benchmark's 2nd row)
+    )
+    return c
+  raise ValueError(f"unknown family model {name!r}: one of {', '.join(MODELS)}")
+
+
+def get_config(arg: str = "sov,ar") -> ml_collections.ConfigDict:
+  parts = arg.split(",")
+  if len(parts) not in (2, 3) or parts[0] not in SIZES:
+    raise ValueError(
+      f"configs/padir_family.py:{arg}: the parameter is TASK,MODEL[,SEED] with TASK one of "
+      f"{', '.join(SIZES)} and MODEL one of {', '.join(MODELS)} (e.g. padir_family.py:sov,dag)"
+    )
+  task, model = parts[:2]
+  seed = int(parts[2]) if len(parts) == 3 else 0
+  c = model_config(model)
+  vocab_size, longest = SIZES[task]
+  name = task if seed == 0 else f"{task}_seed{seed}"
+  d = c.data
+  d.corpus_dir = f"data/family/{name}"  # written by the first run (data.grammar_task)
+  d.vocab_path = f"data/family/{name}/spm.model"  # trained by the first run on the train split
+  d.source_lang, d.target_lang = "en", "cx"  # English into the task's cipher language
+  d.prepare_bible = False  # not the Bible corpus
+  d.vocab_size = vocab_size  # the most SentencePiece finds in the task's corpus (SIZES)
+  d.max_source_length = longest  # the longest sentence in pieces: no pair dropped (SIZES)
+  d.max_target_length = longest  # the same limit on the target side
+  d.bucket_boundaries = ()  # batches padded to the longest pair (the benchmark's setting)
+  d.grammar_task = task  # padir.data.grammar.FAMILY's task whose corpus the job writes
+  d.grammar_seed = seed  # 0: the task; another seed: a held-aside draw of its knobs
+  d.grammar_pairs = 60_000  # training pairs (plus 512 validation and 1,024 test)
+  t = c.train
+  t.num_train_steps = 4_000  # at most: early stopping ends most runs before
+  t.eval_every = 250  # validation BLEU every 250 steps (early stopping reads it)
+  t.checkpoint_every = 250  # a checkpoint at every evaluation
+  t.early_stopping_patience = 3  # stop after 3 evaluations without a gain over 0.2 BLEU
+  t.warmup_steps = min(t.warmup_steps, 400)  # at most a tenth of the 4,000 steps
+  t.log_every = min(t.log_every, 250)  # a log line at least every evaluation
+  if "glancing_anneal_steps" in c.loss:
+    # glancing anneals over the run's 4,000 steps at most
+    c.loss.glancing_anneal_steps = min(c.loss.glancing_anneal_steps, 4_000)
+  c.decode.num_examples = 256  # validation sentences translated at each evaluation
+  c.decode.batch_size = 64  # sentences a decoding batch
+  return c
