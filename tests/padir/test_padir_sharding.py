@@ -1,5 +1,6 @@
 """padir.training.sharding + training with config.mesh: a training step on 8 simulated CPU devices (mesh
-8x1, and 4x2 with the logical rules or FSDP) equals the same step on one device.
+8x1, and 4x2 with the logical rules or FSDP, and 4x2 with the layers stored stacked) equals the
+same step on one device.
 
 The device count is fixed when jax is imported, so the runs happen in a subprocess with 8
 devices (conftest.run_on_devices); the single-device run is the unchanged code path (no
@@ -17,6 +18,8 @@ MESHES = {
   "8x1": dict(data=8, model=1),
   "4x2": dict(data=4, model=2, params="logical"),
   "4x2_fsdp": dict(data=4, model=2, params="fsdp"),
+  # the layers stored stacked (model.scan_layers = "scan"): a leading "layers" axis, replicated
+  "4x2_scan": dict(data=4, model=2, params="logical", scan=True),
 }
 
 _SCRIPT = r"""
@@ -24,7 +27,7 @@ import sys, numpy as np, jax, ml_collections
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 from configs import padir_bible_en_es
-from padir.model import restore, transformer as model_lib
+from padir.model import layer_stack, restore, transformer as model_lib
 from padir.training import sharding as sharding_lib
 from padir.jobs import train as train_job
 corpus_dir, out_dir, meshes = sys.argv[1], sys.argv[2], eval(sys.argv[3])
@@ -42,6 +45,9 @@ def config(mesh):
                  progress_bar=False)
   c.decode.num_examples = 0
   if mesh:
+    mesh = dict(mesh)
+    if mesh.pop("scan", False):
+      c.model.scan_layers = "scan"
     c.mesh = ml_collections.ConfigDict(mesh)
   return c
 
@@ -52,9 +58,9 @@ def spy(make, mesh, params="logical", rules=sharding_lib.LOGICAL_RULES):
   return created["objs"]
 sharding_lib.create_sharded = spy
 
-def params_of(model):
-  return {jax.tree_util.keystr(p): np.asarray(v)
-          for p, v in jax.tree.leaves_with_path(nnx.state(model, nnx.Param))}
+def params_of(model):  # per layer in either storage layout
+  state = layer_stack.unstack_layers(nnx.state(model, nnx.Param))
+  return {jax.tree_util.keystr(p): np.asarray(v) for p, v in jax.tree.leaves_with_path(state)}
 
 c = config(None)
 init = model_lib.Transformer(model_lib.ModelConfig.from_run_config(c, 40), rngs=nnx.Rngs(
@@ -66,8 +72,11 @@ for name, mesh in [("single", None)] + list(meshes.items()):
   specs = {}
   if mesh:  # where the trained parameters live after the step
     (trained, optimizer), _ = created.pop("objs")
-    for k, v in {"embed": trained.embed_VD, "w_q": trained.decoder_layers[0].self_attention.w_q_DNH,
-                 "up": trained.encoder_layers[0].ffn.up.kernel}.items():
+    dec, enc = trained.decoder_layers, trained.encoder_layers
+    if isinstance(dec, layer_stack.LayerStack):  # the stored stacks themselves
+      dec, enc = [dec.stack], [enc.stack]
+    for k, v in {"embed": trained.embed_VD, "w_q": dec[0].self_attention.w_q_DNH,
+                 "up": enc[0].ffn.up.kernel}.items():
       x = v[...]
       specs[k] = (x.shape, x.sharding.shard_shape(x.shape), len(x.sharding.device_set))
   np.savez(f"{out_dir}/{name}.npz", loss=last["train_loss"], grad_norm=last["train_grad_norm"],
@@ -111,6 +120,11 @@ def test_one_training_step_on_8_devices_equals_one_device(tmp_path):
     "embed": ((40, 16), (20, 16), 8),
     "w_q": ((16, 2, 8), (16, 1, 8), 8),
     "up": ((16, 32), (16, 16), 8),
+  }
+  assert specs["4x2_scan"] == {  # the 4x2 split, the layer axis whole
+    "embed": ((40, 16), (20, 16), 8),
+    "w_q": ((1, 16, 2, 8), (1, 16, 1, 8), 8),
+    "up": ((1, 16, 32), (1, 16, 16), 8),
   }
   assert specs["4x2_fsdp"] == {
     "embed": ((40, 16), (20, 16), 8),
