@@ -9,7 +9,8 @@ ones above it in this list only (tests/test_layering.py checks it):
   batches), tfds_corpus (a local corpus as array_record files; the only module that loads
   tensorflow_datasets), vocab (a config's vocabulary, trained once), bible (the offline en-es
   corpus), synthetic (the synthetic tasks), grammar (a family of reordering tasks from knobs);
-- model: transformer (flax.nnx encoder-decoder, length head, the AR KV cache), losses (noising
+- model: transformer (flax.nnx encoder-decoder, length head, the AR KV cache), layer_stack
+  (layers stored stacked for the scan; converting states between the layouts), losses (noising
   rule, multi-stage and AR losses), dag and dag_links (DA-Transformer's directed acyclic
   decoder: path marginal, glancing, link head), restore (a trained run's model for other code);
 - decoding: refinement (PaDIR decoding: the released decoder's rules, options beyond them),

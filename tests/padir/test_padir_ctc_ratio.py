@@ -134,8 +134,10 @@ def test_the_loss_over_the_used_slots_is_the_full_width_loss(k, k_max):
     total, aux = ctc.ctc_loss(m, batch, num_stages=2, num_slots_used=slots)
     return total, aux
 
-  (full, aux_full), g_full = nnx.value_and_grad(loss, has_aux=True)(model, None)
-  (part, aux_part), g_part = nnx.value_and_grad(loss, has_aux=True)(model, A)
+  # compiled (op by op, the two-stage loss and its gradient took most of a minute)
+  grad = nnx.jit(nnx.value_and_grad(loss, has_aux=True), static_argnums=1)
+  (full, aux_full), g_full = grad(model, None)
+  (part, aux_part), g_part = grad(model, A)
   np.testing.assert_allclose(part, full, rtol=1e-5)
   for key in ("stage1_loss", "stage2_loss", "ctc_infeasible", "length_accuracy"):
     np.testing.assert_allclose(aux_part[key], aux_full[key], rtol=1e-5, atol=1e-7)
