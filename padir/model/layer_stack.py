@@ -46,17 +46,12 @@ class LayerStack(nnx.Module):
   def __init__(self, layers: Sequence[nnx.Module]):
     if not layers:
       raise ValueError("a LayerStack needs at least one layer")
-    graphdef, *_ = nnx.split(layers[0])
-    for layer in layers[1:]:
-      if nnx.split(layer)[0] != graphdef:
-        raise ValueError("a LayerStack's layers must have one structure")
-    states = [nnx.split(layer)[1] for layer in layers]
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), *states)
-    self.stack = nnx.merge(graphdef, stacked)
+    splits = [nnx.split(layer) for layer in layers]
+    graphdef = splits[0][0]
+    if any(g != graphdef for g, _ in splits[1:]):
+      raise ValueError("a LayerStack's layers must have one structure")
+    self.stack = nnx.merge(graphdef, _stack([state for _, state in splits]))
     self.num_layers = len(layers)
-    for _, node in nnx.iter_graph(self.stack):
-      if isinstance(node, nnx.Variable) and _axes(node) is not None:
-        node.set_metadata(logical_axes=(LAYERS_AXIS, *_axes(node)))
 
   def __len__(self) -> int:
     return self.num_layers
