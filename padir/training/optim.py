@@ -80,9 +80,15 @@ def per_layer(
     flat, treedef = jax.tree_util.tree_flatten_with_path(updates)
     leaves = [leaf for _, leaf in flat]
     groups: dict[tuple, list[int]] = {}
+    any_stack = any(_is_stacked(path) for path, _ in flat)
+    # arrays outside the layers that join the stacks of their shape as one row each (the final
+    # layer norms beside the layers' norms): fewer updates to trace and compile
+    single = [False] * len(flat)
     for i, (path, leaf) in enumerate(flat):
       if _is_stacked(path):  # with group_lists, joined with the stacks of its per-layer shape
         key = ("stacked", leaf.shape[1:], jnp.dtype(leaf.dtype)) if group_lists else ("s", i)
+      elif group_lists and any_stack and "*" not in _layer_pattern(path):
+        key, single[i] = ("stacked", leaf.shape, jnp.dtype(leaf.dtype)), True
       elif group_lists:
         key = ("list", _layer_pattern(path), leaf.shape, jnp.dtype(leaf.dtype))
       else:
@@ -92,23 +98,30 @@ def per_layer(
       return inner.update(updates, state, params)
     order = list(groups.values())
     stacks = [k[0] in ("stacked", "s") for k in groups]
-    # the rows of the vmapped array each group's arrays take: a stack its layers, a list array one
-    rows = [[leaves[i].shape[0] if st else 1 for i in idx] for idx, st in zip(order, stacks)]
+    # the rows of the vmapped array each group's arrays take: a stack its layers, a list array
+    # or a single one
+    rows = [
+      [leaves[i].shape[0] if st and not single[i] else 1 for i in idx]
+      for idx, st in zip(order, stacks)
+    ]
     starts = [[sum(r[:j]) for j in range(len(r))] for r in rows]
-    batched = [st or len(idx) > 1 for idx, st in zip(order, stacks)]
+    batched = [len(idx) > 1 or (st and not single[idx[0]]) for idx, st in zip(order, stacks)]
     is_params = lambda x: jax.tree.structure(x) == treedef
 
     def part(tree, g):  # a params-shaped tree's arrays of group g as one array: [array]
       ls = [treedef.flatten_up_to(tree)[i] for i in order[g]]
       if len(ls) == 1:
         return [ls[0]]
-      return [jnp.concatenate(ls) if stacks[g] else jnp.stack(ls)]
+      if stacks[g]:
+        return [jnp.concatenate([x[None] if single[i] else x for x, i in zip(ls, order[g])])]
+      return [jnp.stack(ls)]
 
     def piece(out, g, j):  # array j of group g back from the group's output
       if len(order[g]) == 1:
         return out[0]
       if stacks[g]:
-        return out[0][starts[g][j] : starts[g][j] + rows[g][j]]
+        rows_gj = out[0][starts[g][j] : starts[g][j] + rows[g][j]]
+        return rows_gj[0] if single[order[g][j]] else rows_gj
       return out[0][j]
 
     new_updates, new_states = [None] * len(leaves), []
