@@ -64,7 +64,8 @@ def per_layer(
     their state stored per array as inner stores it; and the stacked parameters of one
     per-layer shape (the attention's query, key and value projections of every layer kind...)
     are concatenated on the layer axis into one vmap (6 for the 36 stacked arrays of a 6+6-layer
-    model), their state stored stacked per parameter as before.
+    model), their state stored stacked per parameter as before; an array outside the layers
+    (a final layer norm's) joins the stacks of its shape as one row, its state stored as its own.
   Equal to inner per array only when inner treats each array on its own (AdaFactor, Adam,
   per-array clipping; not a global-norm clip): make_optimizer's AdaFactor does, and
   tests/padir/test_padir_optim.py checks the updates and states agree across layouts."""
