@@ -19,8 +19,11 @@ steps), then translates the test split:
   ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  glancing on the best path (0.5 -> 0.3), lookahead decoding; and "dag beam", the same weights
-  decoded by the beam search over translations (padir.decoding.dag).
+  glancing on the best path (0.5 -> 0.3), lookahead decoding; "dag beam", the same weights
+  decoded by the beam search over translations (padir.decoding.dag); and "dag beam+lm", that
+  beam joined by an n-gram model of the task's training targets (padir.decoding.ngram: order
+  --dag-lm-order, default 5, weight --dag-lm-weight, default 0.3; both chosen on the sov task's
+  validation split and kept for every task).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of this process over `fit`, validation decoding included), and
@@ -28,7 +31,7 @@ and CPU seconds (user + system of this process over `fit`, validation decoding i
 seconds (the AR's CPU seconds per step taken as constant), the comparison at equal CPU time.
 A second table breaks each row's test errors down (padir.evaluation.errors: exact, reordered
 only, lexical; non-words, length, dropped / inserted words, agreement markers), and each row's
-translations stay in its run directory (test_hypotheses[_beam].txt).
+translations stay in its run directory (test_hypotheses[_beam|_beam_lm].txt).
 A killed benchmark rerun with the same arguments resumes each unfinished training (padir's
 checkpoints) and retrains nothing finished; the time columns then add up every leg.
 """
@@ -55,6 +58,7 @@ from configs import padir_bible_en_es, padir_family  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
 from padir.data import grammar, vocab  # noqa: E402
+from padir.decoding import ngram  # noqa: E402
 from padir.evaluation import curves, errors, metrics  # noqa: E402
 from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
@@ -234,8 +238,10 @@ class Row:
 def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list[Row]:
   """Trains one model on one task (or finds it trained) and translates the test split: one row,
   and for the DAG model a second, "dag beam" (DA-Transformer's beam search over translations,
-  padir.decoding.dag, on the same weights). Each row's translations are kept beside the run
-  (test_hypotheses[_beam].txt) for the error analysis."""
+  padir.decoding.dag, on the same weights), and a third, "dag beam+lm", the beam joined by an
+  n-gram model of the training targets (--dag-lm-order, --dag-lm-weight; padir.decoding.ngram).
+  Each row's translations are kept beside the run (test_hypotheses[_beam|_beam_lm].txt) for the
+  error analysis."""
   config = run_config(name, task, root, args)
   workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
   timing = train(config, workdir)
@@ -245,8 +251,16 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
   _, evals = curves.read_metrics(workdir)
   bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
   strategies = [c.get("dag_decoder", "lookahead")] + (["beam"] if name == "dag" else [])
+  lm = None
+  if name == "dag" and args.dag_lm_order:
+    try:
+      lm = ngram.from_corpus(trained.data, tok, args.dag_lm_order)
+      strategies.append("beam+lm")
+    except ValueError as e:  # tables too large for this vocabulary: the row is left out
+      print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
   rows = []
   for strategy in strategies:
+    with_lm = strategy == "beam+lm"
     hyps = evaluate.translate(
       model,
       tok,
@@ -258,19 +272,17 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
       beam_size=1,
       decoder=c.get("decoder", "paper"),
       blank_penalty=c.get("blank_penalty", 0.0),
-      dag_decoder=strategy,
+      dag_decoder="beam" if with_lm else strategy,
+      dag_lm=lm if with_lm else None,
+      dag_lm_weight=args.dag_lm_weight,
     )
-    beam = strategy == "beam"
-    with open(
-      os.path.join(workdir, "test_hypotheses_beam.txt" if beam else "test_hypotheses.txt"),
-      "w",
-      encoding="utf-8",
-    ) as f:
+    suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
+    with open(os.path.join(workdir, f"test_hypotheses{suffix}.txt"), "w", encoding="utf-8") as f:
       f.writelines(h + "\n" for h in hyps)
     rows.append(
       Row(
         task=task_dir(task, args.grammar_seed),
-        model=f"{name} beam" if beam else name,
+        model=f"{name} {strategy}" if suffix else name,
         bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
         hypotheses=hyps,
         steps=max(restore.checkpoint_steps(workdir)),
@@ -329,6 +341,15 @@ def main(argv=None) -> int:
     "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
   )
   parser.add_argument("--dag-upsample", type=int, default=3)
+  parser.add_argument(
+    "--dag-lm-order",
+    type=int,
+    default=5,
+    help="the 'dag beam+lm' row's n-gram order over the training targets (0: no such row)",
+  )
+  parser.add_argument(
+    "--dag-lm-weight", type=float, default=0.3, help="its weight in the beam's score"
+  )
   parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"
   )

@@ -29,8 +29,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.batch_size = 32  # sources per decoding call
   config.seed = 0  # line i decodes with fold_in(key(seed), i)
   config.progress_bar = True  # tqdm on stderr
-  # "auto": the run's recommended decoder (CTC for a CTC model, refinement for a PaDIR model,
-  # greedy for an AR model, beam search if beam_size > 1); or "ctc", "padir", "greedy", "beam".
+  # "auto": the run's recommended decoder (CTC for a CTC model, the DAG's for a DAG model,
+  # refinement for a PaDIR model, greedy for an AR model, beam search if beam_size > 1); or
+  # "ctc", "dag", "padir", "greedy", "beam".
   config.decoder = "auto"
   # PaDIR: decode each batch at its longest candidate length rounded up to a multiple of trim
   # (padir.decoding.decoders.Trimmed), CTC on sources cut to their width rounded up to it
@@ -44,6 +45,15 @@ def get_config() -> ml_collections.ConfigDict:
   # CTC checkpoints (padir.decoding.ctc.decode).
   config.ctc_passes = 1  # decoder passes at most (README: one pass reaches AR's BLEU)
   config.ctc_blank_penalty = 0.0  # lowers the blank's logit at every slot; 0 = the argmax
+
+  # DAG checkpoints (padir.decoding.dag.decode): "beam" (DA-Transformer's beam search over
+  # translations, beam of 5), "lookahead", "greedy" or "viterbi"; the beam joined by an n-gram
+  # model of the target language counted on the run's training targets (order 0: none), with
+  # this weight: padir.decoding.ngram. The defaults are the family benchmark's choice on the
+  # sov task's validation split (docs/padir_decoding.md).
+  config.dag_strategy = "beam"
+  config.dag_lm_order = 5
+  config.dag_lm_weight = 0.3
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most

@@ -31,9 +31,9 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
       rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| [\d.]+ \|", out
     )
     assert re.search(rf"\| {task} \| dag beam \|( [\d.]+ \|){{4}} [\d.]+ / [\d.]+ \|", out), out
-    for model in ("ctc", "dag", "dag beam"):
+    for model in ("ctc", "dag", "dag beam", "dag beam+lm"):
       assert re.search(
-        rf"\| {task} \| {model} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
+        rf"\| {task} \| {re.escape(model)} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
         rf"\| \d+ \| ([\d.]+|-) \|",
         out,
       ), out

@@ -17,8 +17,10 @@ path from the first live vertex with a token at each vertex, cut after its first
   same words are summed, not competing; a hypothesis ends by emitting EOS at the last vertex,
   and the answer is the finished y of the largest log P(y | x) (the marginal the model is
   trained on, `padir.model.dag.path_logprob`). With a beam as wide as every prefix it is the
-  exact argmax_y P(y | x) (tested by enumeration); the width is `beam_size` (default 5). The
-  joint n-gram language model of Huang et al. is not built.
+  exact argmax_y P(y | x) (tested by enumeration); the width is `beam_size` (default 5). With
+  an n-gram model of the target language (padir.decoding.ngram, from the training targets:
+  Huang et al.'s joint n-gram search), the beam ranks by log P(y | x) + w log P_lm(y) instead
+  (decode.dag_lm_order and decode.dag_lm_weight).
 Greedy and lookahead stop at EOS or at the last live vertex. Shape letters: padir/__init__.py;
 A vertices, Z the same vertices as the target of an edge.
 """
@@ -115,6 +117,8 @@ class Beam:
   tokens_BKA: Array
   best_B: Array
   best_BA: Array
+  lm_state_BK: Array  # each prefix's state in the n-gram automaton (padir.decoding.ngram)
+  lm_score_BK: Array  # log P_lm(prefix)
 
 
 def _logmatmul(x_BKA: Array, p_BAN: Array) -> Array:
@@ -125,14 +129,27 @@ def _logmatmul(x_BKA: Array, p_BAN: Array) -> Array:
 
 
 def beam(
-  logp_BAV: Array, links_BAZ: Array, live_BA: Array, beam_size: int = BEAM_SIZE
+  logp_BAV: Array,
+  links_BAZ: Array,
+  live_BA: Array,
+  beam_size: int = BEAM_SIZE,
+  lm: tuple[Array, Array, int] | None = None,
+  lm_weight: float | Array = 0.0,
 ) -> tuple[Array, Array]:
   """Beam search over translations (module docstring): (the best finished tokens [B, A], EOS
-  last, PAD after; its log P(y | x) [B], about NEG where nothing finished)."""
+  last, PAD after; its log P(y | x) [B], about NEG where nothing finished). With lm, an n-gram
+  model's automaton (padir.decoding.ngram: its logp_SV, next_SV and start state), prefixes and
+  translations are ranked by log P(y | x) + lm_weight log P_lm(y) (DA-Transformer's joint
+  n-gram search), and that sum is the score returned."""
   B, A, V = logp_BAV.shape
   K = int(beam_size)
   if K < 1:
     raise ValueError(f"the DAG beam size must be >= 1, got {beam_size}")
+  if lm is None:  # a one-state model of probability 1 everywhere: no n-gram term
+    lm = (jnp.zeros((1, V), jnp.float32), jnp.zeros((1, V), jnp.int32), 0)
+  # a token the n-gram model never emits (-inf) gets NEG: the weighted sum stays finite
+  lm_logp_SV, lm_next_SV = jnp.maximum(jnp.asarray(lm[0], jnp.float32), dag_lib.NEG), lm[1]
+  lm_weight = jnp.asarray(lm_weight, jnp.float32)
   eos = tokenizer_lib.EOS_ID
   last_B = live_BA.sum(-1) - 1
   vertex_A = jnp.arange(A)
@@ -152,12 +169,15 @@ def beam(
     jnp.full((B, K, A), tokenizer_lib.PAD_ID, jnp.int32),
     jnp.full((B,), dag_lib.NEG * 4),
     jnp.full((B, A), tokenizer_lib.PAD_ID, jnp.int32),
+    jnp.full((B, K), lm[2], jnp.int32),
+    jnp.zeros((B, K), jnp.float32),
   )
 
   def step(s: Beam, t):
+    lm_BKV = lm_logp_SV[s.lm_state_BK]  # log P_lm(next token | prefix)
     # finish: EOS at the last vertex
     fin_BK = jnp.take_along_axis(s.beta_BKA, last_B[:, None, None], axis=2)[..., 0]
-    fin_BK = fin_BK + eos_last_B[:, None]
+    fin_BK = fin_BK + eos_last_B[:, None] + lm_weight * (s.lm_score_BK + lm_BKV[..., eos])
     k_B = jnp.argmax(fin_BK, -1)
     fin_B = jnp.take_along_axis(fin_BK, k_B[:, None], axis=1)[:, 0]
     fin_BA = jnp.take_along_axis(s.tokens_BKA, k_B[:, None, None], axis=1)[:, 0]
@@ -167,8 +187,13 @@ def beam(
     best_BA = jnp.where(better_B[:, None], fin_BA, s.best_BA)
     # continue: every prefix + y, scored by the log-probability of all its paths
     cont_BKV = _logmatmul(s.beta_BKA, p_BAV)
-    score_BC, pick_BC = jax.lax.top_k(cont_BKV.reshape(B, K * V), K)
+    lm_cont_BKV = s.lm_score_BK[..., None] + lm_BKV
+    _, pick_BC = jax.lax.top_k((cont_BKV + lm_weight * lm_cont_BKV).reshape(B, K * V), K)
+    score_BC = jnp.take_along_axis(cont_BKV.reshape(B, K * V), pick_BC, axis=1)
     parent_BK, token_BK = pick_BC // V, (pick_BC % V).astype(jnp.int32)
+    lm_score_BK = jnp.take_along_axis(lm_cont_BKV.reshape(B, K * V), pick_BC, axis=1)
+    lm_state_BK = jnp.take_along_axis(s.lm_state_BK, parent_BK, axis=1)
+    lm_state_BK = lm_next_SV[lm_state_BK, token_BK]
     beta_BKA = jnp.take_along_axis(s.beta_BKA, parent_BK[..., None], axis=1)
     emit_BKA = jnp.take_along_axis(
       jnp.swapaxes(logp_BAV, 1, 2), token_BK[..., None], axis=1
@@ -178,7 +203,7 @@ def beam(
     beta_BKA = _logmatmul(alpha_BKA, edges_BAZ)
     tokens_BKA = jnp.take_along_axis(s.tokens_BKA, parent_BK[..., None], axis=1)
     tokens_BKA = jnp.where(vertex_A[None, None] == t, token_BK[..., None], tokens_BKA)
-    return Beam(beta_BKA, tokens_BKA, best_B, best_BA), None
+    return Beam(beta_BKA, tokens_BKA, best_B, best_BA, lm_state_BK, lm_score_BK), None
 
   state, _ = jax.lax.scan(step, state, jnp.arange(A))
   return state.best_BA, state.best_B
@@ -189,10 +214,15 @@ def decode(
   inputs_BS: Array,
   strategy: str = "lookahead",
   beam_size: int = BEAM_SIZE,
+  lm: tuple[Array, Array, int] | None = None,
+  lm_weight: float | Array = 0.0,
 ) -> dict[str, Array]:
-  """DAG decoding (module docstring): tokens [B, max_target_length], PAD after the first EOS."""
+  """DAG decoding (module docstring): tokens [B, max_target_length], PAD after the first EOS.
+  lm and lm_weight: the beam's n-gram model (`beam`); other strategies refuse one."""
   if strategy not in STRATEGIES:
     raise ValueError(f"the DAG decoding strategy must be one of {STRATEGIES}, got {strategy!r}")
+  if lm is not None and strategy != "beam":
+    raise ValueError(f"an n-gram model joins the DAG's beam search only, not {strategy!r}")
   k = model.cfg.dag_upsample
   if not k:
     raise ValueError("DAG decoding needs a model with dag_upsample >= 2")
@@ -205,7 +235,7 @@ def decode(
   if strategy == "viterbi":
     tokens_BA = viterbi(logp_BAV, links_BAZ, live_BA)[0]
   elif strategy == "beam":
-    tokens_BA = beam(logp_BAV, links_BAZ, live_BA, beam_size)[0]
+    tokens_BA = beam(logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight)[0]
   else:
     tokens_BA = walk(logp_BAV, links_BAZ, live_BA, lookahead=strategy == "lookahead")
   return {"tokens": _fit(tokens_BA, model.cfg.max_target_length)}

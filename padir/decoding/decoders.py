@@ -99,6 +99,10 @@ class Decoder:
   source_trim: int = 0  # kinds "padir", "greedy", "beam": sources cut to their width (above)
   cache_window: int = 0  # kind "greedy": the KV cache grown k slots at a time (decode.greedy_ar)
   dag_strategy: str = "lookahead"  # kind "dag": padir.decoding.dag.STRATEGIES
+  # kind "dag", strategy "beam": an n-gram model (padir.decoding.ngram.NgramLM) joined to the
+  # beam with this weight (padir.decoding.dag.beam); None: the plain beam
+  dag_lm: Any = dataclasses.field(default=None, compare=False, repr=False)
+  dag_lm_weight: float = 0.0
 
   @property
   def hypotheses(self) -> int:
@@ -117,6 +121,11 @@ class Decoder:
         f"{self.name}: a {self.kind} decoder "
         + ("needs" if self.kind == "dag" else "cannot decode")
         + f" a DAG model (model.dag_upsample > 0); this one has {model.cfg.dag_upsample}"
+      )
+    if self.dag_lm is not None and (self.kind != "dag" or self.dag_strategy != "beam"):
+      raise ValueError(
+        f"{self.name}: an n-gram model joins a DAG model's beam search only, got kind "
+        f"{self.kind!r} with strategy {self.dag_strategy!r}"
       )
     if self.cache_window and self.kind != "greedy":
       raise ValueError(f"{self.name}: cache_window is for kind 'greedy', got kind {self.kind!r}")
@@ -161,8 +170,9 @@ def _ctc(model, inputs_BS, num_passes, blank_penalty=0.0):
   return out["tokens"], out["passes"].mean()
 
 
-def _dag(model, inputs_BS, strategy):
-  return dag_decoding.decode(model, inputs_BS, strategy)["tokens"], jnp.float32(1)
+def _dag(model, inputs_BS, strategy, lm=None, lm_weight=0.0):
+  out = dag_decoding.decode(model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight)
+  return out["tokens"], jnp.float32(1)
 
 
 def pure_jit(fn: Callable, *models: nnx.Module) -> Callable:
@@ -302,8 +312,14 @@ def decode_fn(
     fn = pure_jit(lambda m, x, key: _ctc(m, x, passes, penalty), model)
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "dag":
-    strategy = decoder.dag_strategy
-    fn = pure_jit(lambda m, x, key: _dag(m, x, strategy), model)
+    strategy, lm = decoder.dag_strategy, decoder.dag_lm
+    if lm is None:
+      fn = pure_jit(lambda m, x, key: _dag(m, x, strategy), model)
+    else:  # the n-gram tables go in as arguments, not as constants of the program
+      start, tables = lm.start, (jnp.asarray(lm.logp_SV), jnp.asarray(lm.next_SV))
+      weight = jnp.float32(decoder.dag_lm_weight)
+      inner = pure_jit(lambda m, x, key, t, w: _dag(m, x, strategy, (*t, start), w), model)
+      fn = lambda x, key: inner(x, key, tables, weight)  # noqa: E731
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":
     options = decoder.options

@@ -16,7 +16,7 @@ from flax import nnx
 from padir.data import corpus as data
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
-from padir.decoding import ctc, refinement
+from padir.decoding import ctc, ngram, refinement
 from padir.decoding import dag as dag_decoding
 from padir.evaluation import metrics
 from padir.model import transformer as model_lib
@@ -32,9 +32,10 @@ def _ctc(model, inputs_BS, num_passes, blank_penalty):
   return ctc.decode(model, inputs_BS, num_passes, blank_penalty)["tokens"]
 
 
-@functools.partial(nnx.jit, static_argnames=("strategy",))
-def _dag(model, inputs_BS, strategy):
-  return dag_decoding.decode(model, inputs_BS, strategy)["tokens"]
+@functools.partial(nnx.jit, static_argnames=("strategy", "lm_start"))
+def _dag(model, inputs_BS, strategy, lm_tables=None, lm_start=0, lm_weight=0.0):
+  lm = None if lm_tables is None else (*lm_tables, lm_start)
+  return dag_decoding.decode(model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight)["tokens"]
 
 
 @nnx.jit
@@ -76,6 +77,8 @@ def translate(
   decoder: str = "paper",
   blank_penalty: float = 0.0,
   dag_decoder: str = "lookahead",
+  dag_lm: ngram.NgramLM | None = None,
+  dag_lm_weight: float = 0.0,
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
@@ -87,8 +90,11 @@ def translate(
   repeated tokens then collapsed when drop_stutter). A CTC model (model.ctc_upsample) decodes
   with padir.decoding.ctc in at most num_steps passes, the blank's logit lowered by blank_penalty
   (num_lengths and decoder do not apply). A DAG model (model.dag_upsample) decodes with
-  padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead", "viterbi" or "beam").
+  padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead", "viterbi" or "beam"); its
+  beam search ranks by log P(y | x) + dag_lm_weight log P_lm(y) with an n-gram model dag_lm
+  (padir.decoding.ngram).
   """
+  lm_tables = None if dag_lm is None else (jnp.asarray(dag_lm.logp_SV), jnp.asarray(dag_lm.next_SV))
   legacy = decoder == "legacy"
   if legacy:
     options = refinement.legacy_options(
@@ -109,7 +115,14 @@ def translate(
     elif model.cfg.decoder == "ar":
       tokens_BT = _greedy_ar(model, jnp.asarray(inputs_BS))
     elif model.cfg.dag_upsample:
-      tokens_BT = _dag(model, jnp.asarray(inputs_BS), dag_decoder)
+      tokens_BT = _dag(
+        model,
+        jnp.asarray(inputs_BS),
+        dag_decoder,
+        lm_tables,
+        0 if dag_lm is None else dag_lm.start,
+        jnp.float32(dag_lm_weight),
+      )
     elif model.cfg.ctc_upsample:
       tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps, float(blank_penalty))
     else:
@@ -246,6 +259,7 @@ def validation_translation(
   """BLEU, its signature and the stutter rate of the first config.decode.num_examples valid
   pairs, decoded with config.decode's settings, and the first example."""
   c, n = config.decode, config.decode.num_examples
+  lm_order = c.get("dag_lm_order", 0) if c.get("dag_decoder") == "beam" else 0
   records = [source[i] for i in range(min(n, len(source)))]
   sources = [r["source"].decode() for r in records]
   references = [r["target"].decode() for r in records]
@@ -263,6 +277,8 @@ def validation_translation(
     decoder=c.get("decoder", "paper"),
     blank_penalty=c.get("blank_penalty", 0.0),
     dag_decoder=c.get("dag_decoder", "lookahead"),
+    dag_lm=ngram.from_corpus(config.data, tok, c.dag_lm_order) if lm_order else None,
+    dag_lm_weight=c.get("dag_lm_weight", 0.0),
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

@@ -38,9 +38,10 @@ import numpy as np
 
 from gmlm import checks
 from gmlm.runs import RunDir
+from padir.data import corpus, vocab
 from padir.data import tokenizer as tokenizer_lib
-from padir.data import vocab
-from padir.decoding import decoders, refinement
+from padir.decoding import dag as dag_decoding
+from padir.decoding import decoders, ngram, refinement
 from padir.model import restore
 from padir.model import transformer as model_lib
 
@@ -53,6 +54,7 @@ OTHER_OPTIONS = {
   "greedy": (),
   "beam": ("beam_size", "length_penalty"),
   "ctc": ("passes", "blank_penalty", "trim"),
+  "dag": ("dag_strategy", "dag_lm_weight", "trim"),
 }
 QUICKEST = (
   "point it at a training run (train.py's --workdir); the quickest to train, from a fresh "
@@ -112,7 +114,11 @@ def check_decoder(config: Any, model: Any) -> str:
   kind the model cannot use is refused."""
   choice = checks.get(config, "decoder")
   if dataclasses.is_dataclass(model):
-    model = {"decoder": model.decoder, "ctc_upsample": model.ctc_upsample}
+    model = {
+      "decoder": model.decoder,
+      "ctc_upsample": model.ctc_upsample,
+      "dag_upsample": model.dag_upsample,
+    }
   try:
     kind = decoders.choose(choice, model)
   except ValueError as e:
@@ -153,6 +159,28 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_float(config, "length_penalty")
   checks.check_int(config, "ctc_passes", lo=1)
   checks.check_float(config, "ctc_blank_penalty", lo=0)
+  strategy = checks.check_choice(config, "dag_strategy", dag_decoding.STRATEGIES)
+  order = checks.check_int(config, "dag_lm_order", lo=0)
+  checks.check_float(config, "dag_lm_weight", lo=0)
+  if kind == "dag" and order:
+    checks.check(
+      strategy == "beam",
+      "dag_lm_order",
+      order,
+      f"an n-gram model joins the DAG's beam search only (dag_strategy is {strategy!r}): set "
+      "--config.dag_strategy=beam, or --config.dag_lm_order=0",
+    )
+    d = trained.data
+    try:
+      corpus.split_files(d.corpus_dir, "train", d.source_lang, d.target_lang)
+    except corpus.CorpusError as e:
+      checks.check(
+        False,
+        "dag_lm_order",
+        order,
+        f"the n-gram model is counted on the run's training targets, which are not here ({e}): "
+        "run from the directory the run was trained in, or set --config.dag_lm_order=0",
+      )
   max_len = trained.data.max_target_length
   checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "num_lengths", lo=1, hi=max_len)
@@ -195,8 +223,11 @@ def options(config: ml_collections.ConfigDict) -> refinement.RefineOptions:
   return refinement.RefineOptions(**{k: config[k] for k in OPTION_KEYS})
 
 
-def decoder(config: ml_collections.ConfigDict, kind: str) -> decoders.Decoder:
-  """The config's decoder of `kind` (check_decoder's choice for the run)."""
+def decoder(
+  config: ml_collections.ConfigDict, kind: str, lm: ngram.NgramLM | None = None
+) -> decoders.Decoder:
+  """The config's decoder of `kind` (check_decoder's choice for the run); lm: a DAG beam's
+  n-gram model (`dag_lm`)."""
   if kind in ("greedy", "beam"):
     return decoders.Decoder(
       "translate", kind, beam_size=config.beam_size, length_penalty=config.length_penalty
@@ -209,20 +240,38 @@ def decoder(config: ml_collections.ConfigDict, kind: str) -> decoders.Decoder:
       blank_penalty=config.ctc_blank_penalty,
       trim=config.trim,
     )
-  if kind == "dag":  # the DAG's lookahead path (padir.decoding.dag)
-    return decoders.Decoder("translate", "dag", trim=config.trim)
+  if kind == "dag":  # padir.decoding.dag's strategy, its beam with the n-gram model
+    return decoders.Decoder(
+      "translate",
+      "dag",
+      trim=config.trim,
+      dag_strategy=config.dag_strategy,
+      dag_lm=lm,
+      dag_lm_weight=config.dag_lm_weight if lm is not None else 0.0,
+    )
   return decoders.Decoder("translate", "padir", options(config), trim=config.trim)
+
+
+def dag_lm(
+  config: ml_collections.ConfigDict, trained: ml_collections.ConfigDict, tok, kind: str
+) -> ngram.NgramLM | None:
+  """A DAG model's n-gram model (order config.dag_lm_order over the run's training targets,
+  padir.decoding.ngram), or None (another kind, or order 0)."""
+  if kind != "dag" or not config.dag_lm_order:
+    return None
+  return ngram.from_corpus(trained.data, tok, config.dag_lm_order)
 
 
 def decoder_fn(
   model: model_lib.Transformer,
   config: ml_collections.ConfigDict,
   ar_model: model_lib.Transformer | None = None,
+  lm: ngram.NgramLM | None = None,
 ) -> Callable[[Any, jax.Array], Any]:
   """(inputs [B, S], one key per row) -> tokens [B, T]: the config's decoder for this model,
   jitted once with the model split once (decoders.decode_fn; trimmed when trim > 0)."""
   kind = check_decoder(config, model.cfg)
-  fn = decoders.decode_fn(model, decoder(config, kind), ar_model)
+  fn = decoders.decode_fn(model, decoder(config, kind, lm), ar_model)
   return lambda x_BS, keys_B: fn(x_BS, keys_B)[0]
 
 
@@ -253,13 +302,15 @@ def translate_lines(
   config: ml_collections.ConfigDict,
   out: TextIO,
   ar_model: model_lib.Transformer | None = None,
+  lm: ngram.NgramLM | None = None,
 ) -> list[dict[str, Any]]:
   """Writes one line per input line to out (empty for a skipped one); returns the skipped
-  lines ({"line": 1-based number, "reason"}), each also reported on stderr."""
+  lines ({"line": 1-based number, "reason"}), each also reported on stderr. lm: a DAG beam's
+  n-gram model (`dag_lm`)."""
   from tqdm import tqdm
 
   L, Bt = model.cfg.max_source_length, config.batch_size
-  decode_batch = decoder_fn(model, config, ar_model)
+  decode_batch = decoder_fn(model, config, ar_model, lm)
   key = jax.random.key(config.seed)
   skipped: list[dict[str, Any]] = []
   bar = tqdm(
@@ -334,7 +385,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   lines = read_input(config)
   rd = RunDir(workdir, config)
   try:
-    model, tok, _ = restore.load_model(config.checkpoint, config.step or None)
+    model, tok, trained = restore.load_model(config.checkpoint, config.step or None)
+    kind = check_decoder(config, model.cfg)
+    lm = dag_lm(config, trained, tok, kind)
     ar_model = None
     if config.rerank == "ar" and model.cfg.decoder == "nar":
       ar_model, ar_tok, _ = restore.load_model(config.rerank_checkpoint)
@@ -348,10 +401,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     start = time.perf_counter()
     if config.output:
       with open(config.output, "w", encoding="utf-8") as out:
-        skipped = translate_lines(model, tok, lines, config, out, ar_model)
+        skipped = translate_lines(model, tok, lines, config, out, ar_model, lm)
     else:
-      skipped = translate_lines(model, tok, lines, config, sys.stdout, ar_model)
-    dec = decoder(config, check_decoder(config, model.cfg))
+      skipped = translate_lines(model, tok, lines, config, sys.stdout, ar_model, lm)
+    dec = decoder(config, kind, lm)
     results = {
       "checkpoint": os.path.abspath(config.checkpoint),
       "decoder": dec.kind,
@@ -362,7 +415,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       "options": (
         dataclasses.asdict(dec.options)
         if dec.kind == "padir"
-        else {k: v for k, v in dataclasses.asdict(dec).items() if k in OTHER_OPTIONS[dec.kind]}
+        else {k: getattr(dec, k) for k in OTHER_OPTIONS[dec.kind]}
       ),
     }
     rd.write_results(results)

@@ -16,7 +16,7 @@ from padir_util import tiny_model, tiny_run_config
 from gmlm.checks import ConfigError
 from padir.data import tokenizer as tok
 from padir.decoding import dag as dag_decoding
-from padir.decoding import decoders
+from padir.decoding import decoders, ngram
 from padir.jobs import train as train_job
 from padir.model import dag
 from padir.model.dag_links import NEG, LinkHead
@@ -129,6 +129,36 @@ def test_beam_search_with_a_full_beam_is_the_best_translation_by_enumeration(see
     assert narrow_score[b] <= score[b] + 1e-4
   # the model's own marginal agrees on the narrow beam's translations
   np.testing.assert_allclose(dag.path_logprob(*args, narrow), narrow_score, rtol=1e-4)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed):
+  """With an n-gram model (padir.decoding.ngram), a full beam returns argmax_y log P(y | x) +
+  w log P_lm(y) over every y, and that sum as its score; weight 0 is the plain beam."""
+  counts = [5, 4, 3]
+  logp, links, live = _graph(seed, counts, A=5)
+  words = [y for y in range(V) if y not in (tok.EOS_ID, tok.PAD_ID)]
+  rng = np.random.default_rng(seed)
+  lm = ngram.build([list(rng.choice([3, 5, 6], rng.integers(1, 4))) for _ in range(6)], V, 2)
+  tables = (jnp.asarray(lm.logp_SV), jnp.asarray(lm.next_SV), lm.start)
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live))
+  wide = len(words) ** (max(counts) - 1)
+  plain = dag_decoding.beam(*args, beam_size=wide)
+  np.testing.assert_array_equal(dag_decoding.beam(*args, wide, tables, 0.0)[0], plain[0])
+  w = 0.7
+  tokens, score = dag_decoding.beam(*args, wide, tables, w)
+  changed = False
+  for b, n in enumerate(counts):
+    every = {}
+    for m in range(n):
+      for y in itertools.product(words, repeat=m):
+        joint = _marginal(logp[b], links[b], n, (*y, tok.EOS_ID))
+        every[(*y, tok.EOS_ID)] = joint + w * max(ngram.sentence_logprob(lm, y), NEG)
+    best = max(every, key=every.get)
+    assert tuple(np.asarray(tokens)[b, : len(best)].tolist()) == best
+    np.testing.assert_allclose(score[b], every[best], rtol=1e-4)
+    changed |= not np.array_equal(np.asarray(tokens)[b], np.asarray(plain[0])[b])
+  assert changed  # the n-gram term changes some row's answer: the comparison can fail
 
 
 @pytest.mark.parametrize("lookahead", [False, True])
@@ -270,11 +300,43 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
   c = tiny_run_config(toy_corpus, steps=2, eval_every=2)
   c.model.dag_upsample = 2
   c.loss.glancing_ratio = 0.5
-  c.decode.update(num_examples=4, dag_decoder="viterbi")
+  # validation decodes with the beam joined by a bigram model of the training targets
+  c.decode.update(num_examples=4, dag_decoder="beam", dag_lm_order=2, dag_lm_weight=0.3)
   training.validate(c)
   last = train_job.run(c, str(tmp_path / "dag"))
   assert np.isfinite(last["train_loss"]) and "train_glance_revealed" in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
+  c.decode.dag_decoder = "lookahead"
+  with pytest.raises(ConfigError, match="decode.dag_lm_order"):
+    training.validate(c)
+
+
+@pytest.mark.slow  # a training step, then the translate job's beam with its n-gram model
+def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_corpus, tmp_path):
+  from configs import padir_translate
+  from padir.jobs import translate as translate_job
+
+  c = tiny_run_config(toy_corpus, steps=1, eval_every=1)
+  c.model.dag_upsample = 2
+  train_job.run(c, str(tmp_path / "dag"))
+  sources = tmp_path / "sources.txt"
+  sources.write_text("a b c\n\nb c\n", encoding="utf-8")
+  config = padir_translate.get_config()
+  config.update(
+    checkpoint=str(tmp_path / "dag"),
+    input=str(sources),
+    output=str(tmp_path / "out.txt"),
+    progress_bar=False,
+    dag_lm_order=2,
+  )
+  translate_job.validate(config)
+  results = translate_job.run(config, str(tmp_path / "translate"))
+  assert results["decoder"] == "dag" and results["options"]["dag_strategy"] == "beam"
+  assert results["translated"] == 2 and [s["line"] for s in results["skipped"]] == [2]
+  assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 4
+  config.dag_strategy = "lookahead"
+  with pytest.raises(ConfigError, match="dag_lm_order"):
+    translate_job.validate(config)
 
 
 def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
@@ -287,6 +349,17 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
       fn = decoders.decode_fn(model, decoders.Decoder("d", "dag", trim=trim, dag_strategy=strategy))
       tokens, _ = fn(inputs, jax.random.key(0))
       assert np.asarray(tokens).tolist() == want.tolist()
+  # the beam with an n-gram model: its tables go in as arguments; the same tokens
+  lm = ngram.build([[5, 6, 3], [6, 6]], model.cfg.vocab_size, order=2)
+  tables = (jnp.asarray(lm.logp_SV), jnp.asarray(lm.next_SV), lm.start)
+  want = np.asarray(dag_decoding.decode(model, inputs, "beam", lm=tables, lm_weight=2.0)["tokens"])
+  for trim in (0, 4):
+    d = decoders.Decoder("d", "dag", trim=trim, dag_strategy="beam", dag_lm=lm, dag_lm_weight=2.0)
+    assert np.asarray(decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]).tolist() == (
+      want.tolist()
+    )
+  with pytest.raises(ValueError, match="beam search only"):
+    decoders.decode_fn(model, decoders.Decoder("d", "dag", dag_lm=lm))
   with pytest.raises(ValueError, match="cannot decode a DAG model"):
     decoders.decode_fn(model, decoders.Decoder("p", "padir"))
   with pytest.raises(ValueError, match="needs a DAG model"):
