@@ -61,7 +61,7 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -81,7 +81,7 @@ from flax import nnx  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data
 from padir.data import tokenizer as tok_lib  # noqa: E402
-from padir.decoding import ctc, refinement  # noqa: E402
+from padir.decoding import ctc, ngram, refinement  # noqa: E402
 from padir.decoding import decoders as decoding  # noqa: E402
 from padir.evaluation import latency as speed  # noqa: E402
 from padir.evaluation import metrics
@@ -155,16 +155,43 @@ def tiny_sources(n: int, model: model_lib.Transformer) -> np.ndarray:
   return out
 
 
-def nar_decoders(model: model_lib.Transformer, choice: str) -> list[decoding.Decoder]:
+def nar_decoders(
+  model: model_lib.Transformer, choice: str, lm: Any = None, lm_weight: float = 0.3
+) -> list[decoding.Decoder]:
   """The --nar run's rows for --decoder `choice` (decoding.choose: "auto" = the run's own):
-  refinement PaDIR-4, PaDIR-10 and PaDIR-4 trimmed, or CTC one pass untrimmed and trimmed; a
-  choice the model cannot use, or an AR run, raises ValueError."""
-  cfg = {"decoder": model.cfg.decoder, "ctc_upsample": model.cfg.ctc_upsample}
+  refinement PaDIR-4, PaDIR-10 and PaDIR-4 trimmed, CTC one pass untrimmed and trimmed, or a
+  DAG model's lookahead path and beam search (with lm, an n-gram model of padir.decoding.ngram,
+  also its beam joined by that model at lm_weight), trimmed; a choice the model cannot use, or
+  an AR run, raises ValueError."""
+  cfg = {
+    "decoder": model.cfg.decoder,
+    "ctc_upsample": model.cfg.ctc_upsample,
+    "dag_upsample": model.cfg.dag_upsample,
+  }
   kind = decoding.choose(choice, cfg)
-  if kind not in ("ctc", "padir"):
-    raise ValueError(f"--nar must name a PaDIR or CTC run; this one is {decoding.model_name(cfg)}")
+  if kind not in ("ctc", "padir", "dag"):
+    raise ValueError(
+      f"--nar must name a PaDIR, CTC or DAG run; this one is {decoding.model_name(cfg)}"
+    )
   if kind == "ctc":
     return decoding.ctc_decoders((1,), (0, 8))
+  if kind == "dag":
+    rows = [
+      decoding.Decoder(f"dag-{s}-trim8", "dag", trim=8, dag_strategy=s)
+      for s in ("lookahead", "beam")
+    ]
+    if lm is not None:
+      rows.append(
+        decoding.Decoder(
+          "dag-beam-lm-trim8",
+          "dag",
+          trim=8,
+          dag_strategy="beam",
+          dag_lm=lm,
+          dag_lm_weight=lm_weight,
+        )
+      )
+    return rows
   # the same decoder at the width of each call's longest candidate (same tokens, less work)
   trimmed = decoding.Decoder("padir-4-trim8", "padir", refinement.RefineOptions(), trim=8)
   return decoding.standard_decoders()[:2] + [trimmed]
@@ -544,9 +571,17 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--decoder",
     default="auto",
-    choices=("auto", "ctc", "padir"),
-    help="the --nar run's decoder: auto (the run's own: CTC for a CTC run, else refinement)",
+    choices=("auto", "ctc", "padir", "dag"),
+    help="the --nar run's decoder: auto (the run's own: CTC for a CTC run, the DAG's for a DAG "
+    "run, else refinement)",
   )
+  parser.add_argument(
+    "--dag-lm-order",
+    type=int,
+    default=5,
+    help="a DAG run's 'dag-beam-lm' row: the n-gram order over its training targets (0: none)",
+  )
+  parser.add_argument("--dag-lm-weight", type=float, default=0.3, help="that row's weight")
   parser.add_argument("--ar", help="AR run directory")
   parser.add_argument("--deep-shallow", help="deep-encoder / 1-layer-decoder AR run directory")
   parser.add_argument("--sentences", type=int, help="test sources (default 200; --tiny: 4)")
@@ -580,6 +615,7 @@ def main(argv=None) -> int:
   if args.nar:
     args.nar = args.nar[0]
 
+  lm = None  # a DAG run's n-gram model
   if args.tiny:
     models = tiny_models()
     del models["deep_shallow"]
@@ -595,10 +631,13 @@ def main(argv=None) -> int:
         models[name] = model
         if name == "nar":
           sources = test_sources(workdir, tok, config, args.sentences or 200)
+          if model.cfg.dag_upsample and args.dag_lm_order:
+            lm = ngram.from_corpus(config.data, tok, args.dag_lm_order)
     throughput_batch = speed.THROUGHPUT_BATCH
 
   try:
-    plan = [(d, "nar") for d in nar_decoders(models["nar"], args.decoder)]
+    nar = nar_decoders(models["nar"], args.decoder, lm, args.dag_lm_weight)
+    plan = [(d, "nar") for d in nar]
   except ValueError as e:
     print(f"error: --decoder={args.decoder}: {e}", file=sys.stderr)
     return 2

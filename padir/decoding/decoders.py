@@ -104,6 +104,13 @@ class Decoder:
   dag_lm: Any = dataclasses.field(default=None, compare=False, repr=False)
   dag_lm_weight: float = 0.0
 
+  def record(self) -> dict[str, Any]:
+    """The decoder's fields for a JSON record; an n-gram model as its order and state count."""
+    out = dataclasses.asdict(dataclasses.replace(self, dag_lm=None))
+    if self.dag_lm is not None:
+      out["dag_lm"] = {"order": self.dag_lm.order, "states": len(self.dag_lm.logp_SV)}
+    return out
+
   @property
   def hypotheses(self) -> int:
     """Hypotheses decoded per source: PaDIR candidates, beams, 1 for greedy."""

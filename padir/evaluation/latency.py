@@ -23,7 +23,6 @@ sources padded to the model's max_source_length (one shape: one compilation) and
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import resource
 import time
@@ -200,7 +199,7 @@ def measure_many(
     ms = t["ms"]
     results.append(
       {
-        "decoder": dataclasses.asdict(decoder),
+        "decoder": decoder.record(),
         "sentences": len(sources_PS),
         "decodes": len(ms),
         "compile_s": c,

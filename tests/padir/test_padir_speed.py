@@ -4,6 +4,7 @@ when called directly, and follow the model's parameters."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,7 @@ from flax import nnx
 
 from padir.decoding import autoregressive as decode
 from padir.decoding import decoders as decoding
-from padir.decoding import refinement
+from padir.decoding import ngram, refinement
 from padir.evaluation import latency as speed
 
 INPUTS = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1]], jnp.int32)
@@ -332,14 +333,27 @@ def test_the_speed_benchmark_chooses_the_nar_runs_decoder_by_its_kind(capsys, mo
   monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
   bench = padir_util.benchmark_module("padir_speed")  # imports its peer benchmarks/torch_ar.py
   ctc_model, nar = padir_util.tiny_model(ctc_upsample=2), padir_util.tiny_model()
-  for model, kind in ((ctc_model, "ctc"), (nar, "padir")):
+  dag_model = padir_util.tiny_model(dag_upsample=2)
+  for model, kind in ((ctc_model, "ctc"), (nar, "padir"), (dag_model, "dag")):
     rows = bench.nar_decoders(model, "auto")
     assert rows == bench.nar_decoders(model, kind) and {d.kind for d in rows} == {kind}
     for d in rows:
       decoding.decode_fn(model, d)  # Decoder.check: the model can decode it
   with pytest.raises(ValueError, match="cannot decode a CTC model"):
     bench.nar_decoders(ctc_model, "padir")
-  with pytest.raises(ValueError, match="must name a PaDIR or CTC run; this one is an AR model"):
+  lm = ngram.build([[5, 6]], dag_model.cfg.vocab_size, order=2)
+  rows = bench.nar_decoders(dag_model, "auto", lm, 0.3)
+  assert [(d.dag_strategy, d.dag_lm is lm) for d in rows] == [
+    ("lookahead", False),
+    ("beam", False),
+    ("beam", True),
+  ]
+  # a row's record (the benchmark's JSON) names the n-gram model by its order and states
+  assert json.loads(json.dumps(rows[2].record()))["dag_lm"] == {
+    "order": 2,
+    "states": len(lm.logp_SV),
+  }
+  with pytest.raises(ValueError, match="must name a PaDIR, CTC or DAG run; this one is an AR"):
     bench.nar_decoders(padir_util.tiny_model("ar"), "auto")
   assert bench.main(["--tiny", "--decoder", "ctc"]) == 2
   err = capsys.readouterr().err
