@@ -9,7 +9,7 @@ sentence read after n - 1 BOS tokens and ending in EOS:
 with h' the context h without its first token, N(h) the number of distinct tokens seen after h,
 c(h) = sum_w c(h w), D the discount (default 0.75), and at the bottom the add-one unigram
 P(w) = (c(w) + 1) / (N + V) over the tokens a sentence may contain (not PAD, BOS or [MASK], which
-get probability 0). Every P(. | h) sums to 1.
+get probability 0, stored as the finite log NEVER). Every P(. | h) sums to 1.
 
 The automaton's states are the contexts seen in training (of every length up to n - 1, the
 empty one included); a state's row is log P(. | h) over the vocabulary, and reading token w
@@ -33,12 +33,14 @@ from padir.data import corpus
 from padir.data import tokenizer as tokenizer_lib
 
 DISCOUNT = 0.75
+NEVER = -1e9  # the log-probability of a token no sentence contains (exp: exactly 0)
 MAX_ENTRIES = 50_000_000  # [states, V] entries of each table (200 MB of float32)
 
 
 @dataclasses.dataclass(frozen=True)
 class NgramLM:
-  """logp_SV: log P(w | state) [S, V], float32 (-inf for PAD, BOS and [MASK]); next_SV: the
+  """logp_SV: log P(w | state) [S, V], float32 (NEVER, finite, for PAD, BOS and [MASK], so that
+  a decoder's weighted sums stay finite without a pass over the table); next_SV: the
   state after reading w [S, V], int32; start: the state of a sentence's beginning."""
 
   order: int
@@ -123,7 +125,7 @@ def build(
       for g in children[h]:
         next_SV[s, g[-1]] = index[g]
   with np.errstate(divide="ignore"):
-    logp_SV = np.log(prob_SV).astype(np.float32)
+    logp_SV = np.maximum(np.log(prob_SV), NEVER).astype(np.float32)
   start = index[(tokenizer_lib.BOS_ID,) * (order - 1)] if order > 1 else index[()]
   return NgramLM(order, logp_SV, next_SV, start)
 

@@ -161,6 +161,19 @@ def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed):
   assert changed  # the n-gram term changes some row's answer: the comparison can fail
 
 
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_the_beam_s_early_exit_changes_nothing(weight):
+  """The beam stops once no prefix's mass can beat the best finished translation: the same
+  tokens and scores as the search over every token position, on graphs of 16 vertices."""
+  logp, links, live = _graph(3, [16, 11, 6, 2], A=16)
+  lm = ngram.build([[3, 5, 6], [6, 5], [4, 4, 3]], V, 3)
+  tables = (jnp.asarray(lm.logp_SV), jnp.asarray(lm.next_SV), lm.start)
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live), 3, tables, weight)
+  fast, slow = dag_decoding.beam(*args), dag_decoding.beam(*args, early_exit=False)
+  np.testing.assert_array_equal(fast[0], slow[0])
+  np.testing.assert_array_equal(fast[1], slow[1])
+
+
 @pytest.mark.parametrize("lookahead", [False, True])
 def test_greedy_and_lookahead_follow_their_rule(lookahead):
   logp, links, live = _graph(4, [8, 5])
