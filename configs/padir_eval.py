@@ -56,6 +56,11 @@ def get_config() -> ml_collections.ConfigDict:
   # CTC models: when not empty, the penalty is instead chosen on the valid split from this grid
   # (highest BLEU, ties to the smaller; the sweep goes to report.md), e.g. (0, 0.5, 1, 1.25, 1.5, 2).
   c.ctc_blank_penalty_grid = ()
+  # DAG models (padir.decoding.dag): besides each strategy, a "dag-beam-lm" row, the beam joined
+  # by an n-gram model of this order over the run's training targets (padir.decoding.ngram) at
+  # this weight; order 0: no such row.
+  c.dag_lm_order = 5
+  c.dag_lm_weight = 0.3
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

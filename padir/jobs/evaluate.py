@@ -46,7 +46,7 @@ from gmlm.checks import UserError
 from gmlm.runs import RunDir, markdown_table
 from padir.data import corpus as data
 from padir.decoding import decoders as decoding
-from padir.decoding import refinement
+from padir.decoding import ngram, refinement
 from padir.evaluation import latency as speed
 from padir.evaluation import metrics
 from padir.evaluation import stutter_attention as attention
@@ -114,6 +114,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if grid:
     checks.check_floats(config, "ctc_blank_penalty_grid", lo=0)
   checks.check_int(config, "bootstrap_resamples", lo=0)
+  checks.check_int(config, "dag_lm_order", lo=0)
+  checks.check_float(config, "dag_lm_weight", lo=0)
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -157,13 +159,26 @@ def decoders(
   ctc: bool = False,
   blank_penalty: float | None = None,
   dag: bool = False,
+  lm: ngram.NgramLM | None = None,
 ) -> list[decoding.Decoder]:
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
   config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), a DAG model's
-  strategies (greedy, lookahead, Viterbi; source trim as config.trim), or AR greedy and beam;
-  only those of config.decoder's kind unless it is "auto"."""
+  strategies (greedy, lookahead, Viterbi, beam; source trim as config.trim; with lm, also the
+  beam joined by that n-gram model at config.dag_lm_weight), or AR greedy and beam; only those
+  of config.decoder's kind unless it is "auto"."""
   if dag:
     rows = decoding.dag_decoders(trims=(config.trim,))
+    if lm is not None:
+      rows.append(
+        decoding.Decoder(
+          f"dag-beam-lm-trim{config.trim}" if config.trim else "dag-beam-lm",
+          "dag",
+          trim=config.trim,
+          dag_strategy="beam",
+          dag_lm=lm,
+          dag_lm_weight=config.dag_lm_weight,
+        )
+      )
   elif ctc:
     penalty = config.ctc_blank_penalty if blank_penalty is None else blank_penalty
     rows = [
@@ -270,7 +285,8 @@ def evaluate_checkpoint(
       )
       penalty = choice["chosen"]
   is_dag = bool(model.cfg.dag_upsample)
-  for i, dec in enumerate(decoders(config, kind, is_ctc, penalty, dag=is_dag)):
+  lm = ngram.from_corpus(d, tok, config.dag_lm_order) if is_dag and config.dag_lm_order else None
+  for i, dec in enumerate(decoders(config, kind, is_ctc, penalty, dag=is_dag, lm=lm)):
     fn = decoding.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
     _write_lines(rd, hypotheses_file(index, name, dec.name), hyps)

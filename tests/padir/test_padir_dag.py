@@ -385,7 +385,7 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
   ]
 
 
-def test_the_evaluation_job_gives_a_dag_model_its_three_strategies():
+def test_the_evaluation_job_gives_a_dag_model_its_strategies_and_the_n_gram_beam():
   from configs import padir_eval
   from padir.jobs import evaluate as evaluate_job
 
@@ -394,6 +394,10 @@ def test_the_evaluation_job_gives_a_dag_model_its_three_strategies():
   assert [(d.kind, d.dag_strategy, d.trim) for d in rows] == [
     ("dag", s, config.trim) for s in dag_decoding.STRATEGIES
   ]
+  lm = ngram.build([[5, 6]], V, order=2)
+  *same, last = evaluate_job.decoders(config, "nar", dag=True, lm=lm)
+  assert same == rows and last.dag_lm is lm and last.dag_strategy == "beam"
+  assert last.dag_lm_weight == config.dag_lm_weight and last.name == "dag-beam-lm-trim8"
 
 
 def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss():
