@@ -59,8 +59,8 @@ def get_config() -> ml_collections.ConfigDict:
   # DAG models (padir.decoding.dag): besides each strategy, a "dag-beam-lm" row, the beam joined
   # by an n-gram model of this order over the run's training targets (padir.decoding.ngram) at
   # this weight; order 0: no such row.
-  c.dag_lm_order = 5
-  c.dag_lm_weight = 0.3
+  c.dag_lm_order = 5  # the n-gram model's order; 0 = no "dag-beam-lm" row
+  c.dag_lm_weight = 0.3  # its weight: log P(y | x) + w log P_lm(y)
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

@@ -51,9 +51,9 @@ def get_config() -> ml_collections.ConfigDict:
   # model of the target language counted on the run's training targets (order 0: none), with
   # this weight: padir.decoding.ngram. The defaults are the family benchmark's choice on the
   # sov task's validation split (docs/padir_decoding.md).
-  config.dag_strategy = "beam"
-  config.dag_lm_order = 5
-  config.dag_lm_weight = 0.3
+  config.dag_strategy = "beam"  # or "lookahead", "greedy", "viterbi"
+  config.dag_lm_order = 5  # the n-gram model's order; 0 = the plain beam
+  config.dag_lm_weight = 0.3  # its weight: log P(y | x) + w log P_lm(y)
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most
