@@ -323,7 +323,7 @@ def decode_fn(
     if lm is None:
       fn = pure_jit(lambda m, x, key: _dag(m, x, strategy), model)
     else:  # the n-gram tables go in as arguments, not as constants of the program
-      start, tables = lm.start, (jnp.asarray(lm.logp_SV), jnp.asarray(lm.next_SV))
+      *tables, start = lm.beam_tables()
       weight = jnp.float32(decoder.dag_lm_weight)
       inner = pure_jit(lambda m, x, key, t, w: _dag(m, x, strategy, (*t, start), w), model)
       fn = lambda x, key: inner(x, key, tables, weight)  # noqa: E731

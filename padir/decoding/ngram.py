@@ -27,6 +27,8 @@ import dataclasses
 import functools
 from typing import Any, Iterable, Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from padir.data import corpus
@@ -47,6 +49,10 @@ class NgramLM:
   logp_SV: np.ndarray
   next_SV: np.ndarray
   start: int
+
+  def beam_tables(self) -> tuple[jax.Array, jax.Array, int]:
+    """(logp_SV, next_SV) on the device and the start state: padir.decoding.dag.beam's `lm`."""
+    return jnp.asarray(self.logp_SV), jnp.asarray(self.next_SV), self.start
 
 
 def _never(V: int) -> np.ndarray:

@@ -94,7 +94,7 @@ def translate(
   beam search ranks by log P(y | x) + dag_lm_weight log P_lm(y) with an n-gram model dag_lm
   (padir.decoding.ngram).
   """
-  lm_tables = None if dag_lm is None else (jnp.asarray(dag_lm.logp_SV), jnp.asarray(dag_lm.next_SV))
+  lm_tables = None if dag_lm is None else dag_lm.beam_tables()[:2]
   legacy = decoder == "legacy"
   if legacy:
     options = refinement.legacy_options(
