@@ -22,8 +22,9 @@ steps), then translates the test split:
   glancing on the best path (0.5 -> 0.3), lookahead decoding; "dag beam", the same weights
   decoded by the beam search over translations (padir.decoding.dag); and "dag beam+lm", that
   beam joined by an n-gram model of the task's training targets (padir.decoding.ngram: order
-  --dag-lm-order, default 5, weight --dag-lm-weight, default 0.3; both chosen on the sov task's
-  validation split and kept for every task).
+  --dag-lm-order, default 5, weight --dag-lm-weight, default 1.5), finished translations ranked
+  by their score divided by their length to the power --dag-length-norm (default 1.5); all
+  three chosen on the sov task's validation split and kept for every task.
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of this process over `fit`, validation decoding included), and
@@ -239,7 +240,8 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
   """Trains one model on one task (or finds it trained) and translates the test split: one row,
   and for the DAG model a second, "dag beam" (DA-Transformer's beam search over translations,
   padir.decoding.dag, on the same weights), and a third, "dag beam+lm", the beam joined by an
-  n-gram model of the training targets (--dag-lm-order, --dag-lm-weight; padir.decoding.ngram).
+  n-gram model of the training targets (--dag-lm-order, --dag-lm-weight, --dag-length-norm;
+  padir.decoding.ngram).
   Each row's translations are kept beside the run (test_hypotheses[_beam|_beam_lm].txt) for the
   error analysis."""
   config = run_config(name, task, root, args)
@@ -275,6 +277,7 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
       dag_decoder="beam" if with_lm else strategy,
       dag_lm=lm if with_lm else None,
       dag_lm_weight=args.dag_lm_weight,
+      dag_length_norm=args.dag_length_norm if with_lm else 0.0,
     )
     suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
     with open(os.path.join(workdir, f"test_hypotheses{suffix}.txt"), "w", encoding="utf-8") as f:
@@ -348,7 +351,13 @@ def main(argv=None) -> int:
     help="the 'dag beam+lm' row's n-gram order over the training targets (0: no such row)",
   )
   parser.add_argument(
-    "--dag-lm-weight", type=float, default=0.3, help="its weight in the beam's score"
+    "--dag-lm-weight", type=float, default=1.5, help="its weight in the beam's score"
+  )
+  parser.add_argument(
+    "--dag-length-norm",
+    type=float,
+    default=1.5,
+    help="the 'dag beam+lm' row ranks finished translations by score / length^this",
   )
   parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"

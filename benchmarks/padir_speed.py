@@ -156,12 +156,17 @@ def tiny_sources(n: int, model: model_lib.Transformer) -> np.ndarray:
 
 
 def nar_decoders(
-  model: model_lib.Transformer, choice: str, lm: Any = None, lm_weight: float = 0.3
+  model: model_lib.Transformer,
+  choice: str,
+  lm: Any = None,
+  lm_weight: float = 1.5,
+  length_norm: float = 1.5,
 ) -> list[decoding.Decoder]:
   """The --nar run's rows for --decoder `choice` (decoding.choose: "auto" = the run's own):
   refinement PaDIR-4, PaDIR-10 and PaDIR-4 trimmed, CTC one pass untrimmed and trimmed, or a
   DAG model's lookahead path and beam search (with lm, an n-gram model of padir.decoding.ngram,
-  also its beam joined by that model at lm_weight), trimmed; a choice the model cannot use, or
+  also its beam joined by that model at lm_weight, normalised by length^length_norm), trimmed; a
+  choice the model cannot use, or
   an AR run, raises ValueError."""
   cfg = {
     "decoder": model.cfg.decoder,
@@ -189,6 +194,7 @@ def nar_decoders(
           dag_strategy="beam",
           dag_lm=lm,
           dag_lm_weight=lm_weight,
+          dag_length_norm=length_norm,
         )
       )
     return rows
@@ -581,7 +587,10 @@ def main(argv=None) -> int:
     default=5,
     help="a DAG run's 'dag-beam-lm' row: the n-gram order over its training targets (0: none)",
   )
-  parser.add_argument("--dag-lm-weight", type=float, default=0.3, help="that row's weight")
+  parser.add_argument("--dag-lm-weight", type=float, default=1.5, help="that row's weight")
+  parser.add_argument(
+    "--dag-length-norm", type=float, default=1.5, help="that row's score / length^this"
+  )
   parser.add_argument("--ar", help="AR run directory")
   parser.add_argument("--deep-shallow", help="deep-encoder / 1-layer-decoder AR run directory")
   parser.add_argument("--sentences", type=int, help="test sources (default 200; --tiny: 4)")
@@ -636,7 +645,7 @@ def main(argv=None) -> int:
     throughput_batch = speed.THROUGHPUT_BATCH
 
   try:
-    nar = nar_decoders(models["nar"], args.decoder, lm, args.dag_lm_weight)
+    nar = nar_decoders(models["nar"], args.decoder, lm, args.dag_lm_weight, args.dag_length_norm)
     plan = [(d, "nar") for d in nar]
   except ValueError as e:
     print(f"error: --decoder={args.decoder}: {e}", file=sys.stderr)

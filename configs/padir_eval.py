@@ -58,9 +58,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.ctc_blank_penalty_grid = ()
   # DAG models (padir.decoding.dag): besides each strategy, a "dag-beam-lm" row, the beam joined
   # by an n-gram model of this order over the run's training targets (padir.decoding.ngram) at
-  # this weight; order 0: no such row.
+  # this weight, finished translations ranked by score / length^dag_length_norm; order 0: no
+  # such row.
   c.dag_lm_order = 5  # the n-gram model's order; 0 = no "dag-beam-lm" row
-  c.dag_lm_weight = 0.3  # its weight: log P(y | x) + w log P_lm(y)
+  c.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
+  c.dag_length_norm = 1.5  # that row's score / |y|^this (the translate job's default)
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

@@ -49,11 +49,13 @@ def get_config() -> ml_collections.ConfigDict:
   # DAG checkpoints (padir.decoding.dag.decode): "beam" (DA-Transformer's beam search over
   # translations, beam of 5), "lookahead", "greedy" or "viterbi"; the beam joined by an n-gram
   # model of the target language counted on the run's training targets (order 0: none), with
-  # this weight: padir.decoding.ngram. The defaults are the family benchmark's choice on the
-  # sov task's validation split (docs/padir_decoding.md).
+  # this weight (padir.decoding.ngram), finished translations ranked by their score divided by
+  # their length to this power. The defaults are the family benchmark's choice on the sov
+  # task's validation split (docs/padir_decoding.md).
   config.dag_strategy = "beam"  # or "lookahead", "greedy", "viterbi"
   config.dag_lm_order = 5  # the n-gram model's order; 0 = the plain beam
-  config.dag_lm_weight = 0.3  # its weight: log P(y | x) + w log P_lm(y)
+  config.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
+  config.dag_length_norm = 1.5  # the beam's score / |y|^this; 0 = the sum itself
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most

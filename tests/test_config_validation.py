@@ -53,6 +53,7 @@ VALID = {
   ("trim", "0"): "0 = PaDIR decodes at max_target_length (no trimming)",
   ("dag_lm_order", "0"): "0 = a DAG model's beam without an n-gram model",
   ("dag_lm_weight", "0.0"): "0 = the n-gram model's term off",
+  ("dag_length_norm", "0.0"): "0 = the DAG beam ranks by its score itself, not per length",
   ("bootstrap_resamples", "0"): "0 = no paired-bootstrap comparisons in the report",
   ("max_passages", "0"): "0 = every passage",
   ("warmup_steps", "0"): "no warmup",

@@ -136,18 +136,25 @@ def beam(
   lm: tuple[Array, Array, int] | None = None,
   lm_weight: float | Array = 0.0,
   early_exit: bool = True,
+  length_norm: float | Array = 0.0,
 ) -> tuple[Array, Array]:
   """Beam search over translations (module docstring): (the best finished tokens [B, A], EOS
   last, PAD after; its log P(y | x) [B], about NEG where nothing finished). With lm, an n-gram
   model's automaton (padir.decoding.ngram: its logp_SV, finite, next_SV and start state), prefixes and
   translations are ranked by log P(y | x) + lm_weight log P_lm(y) (DA-Transformer's joint
-  n-gram search; lm_weight >= 0), and that sum is the score returned.
+  n-gram search; lm_weight >= 0), and that sum is the score returned. With length_norm = b > 0,
+  finished translations are ranked by that score divided by |y|^b (|y| counting EOS;
+  DA-Transformer's length normalisation), which undoes the preference of a sum of
+  log-probabilities for short translations; prefixes all have the same length at each step, so
+  only the choice among finished translations changes.
 
   A prefix's probability mass, log sum_v beta(v), bounds every translation it can still become
-  (each token, edge and the final EOS multiply it by at most 1, and the n-gram term only falls),
-  so with early_exit the search stops once no row's prefix can beat the row's best finished
+  (each token, edge and the final EOS multiply it by at most 1, and the n-gram term only falls);
+  divided by the longest it can still grow to (its tokens so far, plus one a vertex from its
+  first vertex to the last), it bounds the normalised score as well, the bound being <= 0. So
+  with early_exit the search stops once no row's prefix can beat the row's best finished
   translation: the same result as running over all A token positions (tested), in about the
-  target's length of steps instead of A."""
+  target's length of steps instead of A without normalisation, later with it."""
   B, A, V = logp_BAV.shape
   K = int(beam_size)
   if K < 1:
@@ -158,6 +165,7 @@ def beam(
   # table here, which at order 5 would cost more than the search
   lm_logp_SV, lm_next_SV = lm[0], lm[1]
   lm_weight = jnp.asarray(lm_weight, jnp.float32)
+  length_norm = jnp.asarray(length_norm, jnp.float32)
   eos = tokenizer_lib.EOS_ID
   last_B = live_BA.sum(-1) - 1
   vertex_A = jnp.arange(A)
@@ -186,6 +194,7 @@ def beam(
     # finish: EOS at the last vertex
     fin_BK = jnp.take_along_axis(s.beta_BKA, last_B[:, None, None], axis=2)[..., 0]
     fin_BK = fin_BK + eos_last_B[:, None] + lm_weight * (s.lm_score_BK + lm_BKV[..., eos])
+    fin_BK = fin_BK / (t + 1.0) ** length_norm  # t words and EOS
     k_B = jnp.argmax(fin_BK, -1)
     fin_B = jnp.take_along_axis(fin_BK, k_B[:, None], axis=1)[:, 0]
     fin_BA = jnp.take_along_axis(s.tokens_BKA, k_B[:, None, None], axis=1)[:, 0]
@@ -213,13 +222,20 @@ def beam(
     tokens_BKA = jnp.where(vertex_A[None, None] == t, token_BK[..., None], tokens_BKA)
     return Beam(beta_BKA, tokens_BKA, best_B, best_BA, lm_state_BK, lm_score_BK), None
 
-  def open_rows(s: Beam) -> Array:  # [B] whether a prefix can still beat the best finished
+  def open_rows(
+    s: Beam, t: Array
+  ) -> Array:  # [B] whether a prefix can still beat the best finished
     bound_BK = jax.nn.logsumexp(s.beta_BKA, axis=-1) + lm_weight * s.lm_score_BK
+    # the longest translation a prefix can become: its t words, then one a vertex from its
+    # first vertex with mass to the last, EOS included
+    first_BK = jnp.argmax(s.beta_BKA > dag_lib.NEG / 2, axis=-1)
+    longest_BK = t + 1.0 + (last_B[:, None] - first_BK)
+    bound_BK = jnp.where(bound_BK > 0, bound_BK, bound_BK / longest_BK**length_norm)
     return bound_BK.max(-1) > s.best_B
 
   def cond(carry):
     t, s = carry
-    return (t < A) & (open_rows(s).any() | (not early_exit))
+    return (t < A) & (open_rows(s, t).any() | (not early_exit))
 
   def body(carry):
     t, s = carry
@@ -236,9 +252,11 @@ def decode(
   beam_size: int = BEAM_SIZE,
   lm: tuple[Array, Array, int] | None = None,
   lm_weight: float | Array = 0.0,
+  length_norm: float | Array = 0.0,
 ) -> dict[str, Array]:
   """DAG decoding (module docstring): tokens [B, max_target_length], PAD after the first EOS.
-  lm and lm_weight: the beam's n-gram model (`beam`); other strategies refuse one."""
+  lm, lm_weight and length_norm: the beam's n-gram model and length normalisation (`beam`);
+  other strategies refuse an n-gram model."""
   if strategy not in STRATEGIES:
     raise ValueError(f"the DAG decoding strategy must be one of {STRATEGIES}, got {strategy!r}")
   if lm is not None and strategy != "beam":
@@ -255,7 +273,9 @@ def decode(
   if strategy == "viterbi":
     tokens_BA = viterbi(logp_BAV, links_BAZ, live_BA)[0]
   elif strategy == "beam":
-    tokens_BA = beam(logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight)[0]
+    tokens_BA = beam(
+      logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight, length_norm=length_norm
+    )[0]
   else:
     tokens_BA = walk(logp_BAV, links_BAZ, live_BA, lookahead=strategy == "lookahead")
   return {"tokens": _fit(tokens_BA, model.cfg.max_target_length)}

@@ -103,6 +103,8 @@ class Decoder:
   # beam with this weight (padir.decoding.dag.beam); None: the plain beam
   dag_lm: Any = dataclasses.field(default=None, compare=False, repr=False)
   dag_lm_weight: float = 0.0
+  # kind "dag", strategy "beam": finished translations ranked by their score / |y|^this
+  dag_length_norm: float = 0.0
 
   def record(self) -> dict[str, Any]:
     """The decoder's fields for a JSON record; an n-gram model as its order and state count."""
@@ -134,6 +136,13 @@ class Decoder:
         f"{self.name}: an n-gram model joins a DAG model's beam search only, got kind "
         f"{self.kind!r} with strategy {self.dag_strategy!r}"
       )
+    if self.dag_length_norm and (self.kind != "dag" or self.dag_strategy != "beam"):
+      raise ValueError(
+        f"{self.name}: dag_length_norm ranks a DAG model's beam search only, got kind "
+        f"{self.kind!r} with strategy {self.dag_strategy!r}"
+      )
+    if self.dag_length_norm < 0:
+      raise ValueError(f"{self.name}: dag_length_norm must be >= 0, got {self.dag_length_norm}")
     if self.cache_window and self.kind != "greedy":
       raise ValueError(f"{self.name}: cache_window is for kind 'greedy', got kind {self.kind!r}")
     if self.source_trim and self.kind not in ("padir", "greedy", "beam"):
@@ -177,8 +186,10 @@ def _ctc(model, inputs_BS, num_passes, blank_penalty=0.0):
   return out["tokens"], out["passes"].mean()
 
 
-def _dag(model, inputs_BS, strategy, lm=None, lm_weight=0.0):
-  out = dag_decoding.decode(model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight)
+def _dag(model, inputs_BS, strategy, lm=None, lm_weight=0.0, length_norm=0.0):
+  out = dag_decoding.decode(
+    model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight, length_norm=length_norm
+  )
   return out["tokens"], jnp.float32(1)
 
 
@@ -320,13 +331,15 @@ def decode_fn(
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "dag":
     strategy, lm = decoder.dag_strategy, decoder.dag_lm
+    norm = jnp.float32(decoder.dag_length_norm)
     if lm is None:
-      fn = pure_jit(lambda m, x, key: _dag(m, x, strategy), model)
+      inner = pure_jit(lambda m, x, key, b: _dag(m, x, strategy, length_norm=b), model)
+      fn = lambda x, key: inner(x, key, norm)  # noqa: E731
     else:  # the n-gram tables go in as arguments, not as constants of the program
       *tables, start = lm.beam_tables()
       weight = jnp.float32(decoder.dag_lm_weight)
-      inner = pure_jit(lambda m, x, key, t, w: _dag(m, x, strategy, (*t, start), w), model)
-      fn = lambda x, key: inner(x, key, tables, weight)  # noqa: E731
+      inner = pure_jit(lambda m, x, key, t, w, b: _dag(m, x, strategy, (*t, start), w, b), model)
+      fn = lambda x, key: inner(x, key, tables, weight, norm)  # noqa: E731
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":
     options = decoder.options

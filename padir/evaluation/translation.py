@@ -33,9 +33,12 @@ def _ctc(model, inputs_BS, num_passes, blank_penalty):
 
 
 @functools.partial(nnx.jit, static_argnames=("strategy", "lm_start"))
-def _dag(model, inputs_BS, strategy, lm_tables=None, lm_start=0, lm_weight=0.0):
+def _dag(model, inputs_BS, strategy, lm_tables=None, lm_start=0, lm_weight=0.0, length_norm=0.0):
   lm = None if lm_tables is None else (*lm_tables, lm_start)
-  return dag_decoding.decode(model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight)["tokens"]
+  out = dag_decoding.decode(
+    model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight, length_norm=length_norm
+  )
+  return out["tokens"]
 
 
 @nnx.jit
@@ -79,6 +82,7 @@ def translate(
   dag_decoder: str = "lookahead",
   dag_lm: ngram.NgramLM | None = None,
   dag_lm_weight: float = 0.0,
+  dag_length_norm: float = 0.0,
 ) -> list[str]:
   """Detokenized translations; sources longer than the model's maximum are truncated.
 
@@ -92,7 +96,7 @@ def translate(
   (num_lengths and decoder do not apply). A DAG model (model.dag_upsample) decodes with
   padir.decoding.dag's `dag_decoder` strategy ("greedy", "lookahead", "viterbi" or "beam"); its
   beam search ranks by log P(y | x) + dag_lm_weight log P_lm(y) with an n-gram model dag_lm
-  (padir.decoding.ngram).
+  (padir.decoding.ngram), finished translations divided by |y|^dag_length_norm.
   """
   lm_tables = None if dag_lm is None else dag_lm.beam_tables()[:2]
   legacy = decoder == "legacy"
@@ -122,6 +126,7 @@ def translate(
         lm_tables,
         0 if dag_lm is None else dag_lm.start,
         jnp.float32(dag_lm_weight),
+        jnp.float32(dag_length_norm),
       )
     elif model.cfg.ctc_upsample:
       tokens_BT = _ctc(model, jnp.asarray(inputs_BS), num_steps, float(blank_penalty))
@@ -279,6 +284,7 @@ def validation_translation(
     dag_decoder=c.get("dag_decoder", "lookahead"),
     dag_lm=ngram.from_corpus(config.data, tok, c.dag_lm_order) if lm_order else None,
     dag_lm_weight=c.get("dag_lm_weight", 0.0),
+    dag_length_norm=c.get("dag_length_norm", 0.0),
   )
   score = metrics.bleu(hypotheses, references, config.data.target_lang)
   return {

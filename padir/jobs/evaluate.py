@@ -116,6 +116,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "bootstrap_resamples", lo=0)
   checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
+  checks.check_float(config, "dag_length_norm", lo=0)
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -164,7 +165,8 @@ def decoders(
   """The rows one model gets: PaDIR's passes x variants, a CTC model's passes (source trim as
   config.trim, the blank penalty `blank_penalty`, else config.ctc_blank_penalty), a DAG model's
   strategies (greedy, lookahead, Viterbi, beam; source trim as config.trim; with lm, also the
-  beam joined by that n-gram model at config.dag_lm_weight), or AR greedy and beam; only those
+  beam joined by that n-gram model at config.dag_lm_weight and config.dag_length_norm), or AR
+  greedy and beam; only those
   of config.decoder's kind unless it is "auto"."""
   if dag:
     rows = decoding.dag_decoders(trims=(config.trim,))
@@ -177,6 +179,7 @@ def decoders(
           dag_strategy="beam",
           dag_lm=lm,
           dag_lm_weight=config.dag_lm_weight,
+          dag_length_norm=config.dag_length_norm,
         )
       )
   elif ctc:

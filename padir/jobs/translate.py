@@ -54,7 +54,7 @@ OTHER_OPTIONS = {
   "greedy": (),
   "beam": ("beam_size", "length_penalty"),
   "ctc": ("passes", "blank_penalty", "trim"),
-  "dag": ("dag_strategy", "dag_lm_weight", "trim"),
+  "dag": ("dag_strategy", "dag_lm_weight", "dag_length_norm", "trim"),
 }
 QUICKEST = (
   "point it at a training run (train.py's --workdir); the quickest to train, from a fresh "
@@ -162,6 +162,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
   strategy = checks.check_choice(config, "dag_strategy", dag_decoding.STRATEGIES)
   order = checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
+  norm = checks.check_float(config, "dag_length_norm", lo=0)
+  if kind == "dag" and norm:
+    checks.check(
+      strategy == "beam",
+      "dag_length_norm",
+      norm,
+      f"length normalisation ranks the DAG's beam search only (dag_strategy is {strategy!r}): "
+      "set --config.dag_strategy=beam, or --config.dag_length_norm=0",
+    )
   if kind == "dag" and order:
     checks.check(
       strategy == "beam",
@@ -248,6 +257,7 @@ def decoder(
       dag_strategy=config.dag_strategy,
       dag_lm=lm,
       dag_lm_weight=config.dag_lm_weight if lm is not None else 0.0,
+      dag_length_norm=config.dag_length_norm if config.dag_strategy == "beam" else 0.0,
     )
   return decoders.Decoder("translate", "padir", options(config), trim=config.trim)
 

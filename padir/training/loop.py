@@ -239,15 +239,19 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "decode.dag_decoder", ("greedy", "lookahead", "viterbi", "beam"))
   if _has(config, "decode.dag_lm_weight"):
     checks.check_float(config, "decode.dag_lm_weight", lo=0)
-  if _has(config, "decode.dag_lm_order"):
-    order = checks.check_int(config, "decode.dag_lm_order", lo=0)
-    checks.check(
-      order == 0 or config.decode.get("dag_decoder") == "beam",
-      "decode.dag_lm_order",
-      order,
-      "an n-gram model joins the DAG's beam search only: set decode.dag_decoder='beam' or "
-      "decode.dag_lm_order=0",
-    )
+  for key, what in (
+    ("dag_length_norm", "length normalisation ranks"),
+    ("dag_lm_order", "an n-gram model joins"),
+  ):
+    if _has(config, f"decode.{key}"):
+      check = checks.check_float if key == "dag_length_norm" else checks.check_int
+      value = check(config, f"decode.{key}", lo=0)
+      checks.check(
+        value == 0 or config.decode.get("dag_decoder") == "beam",
+        f"decode.{key}",
+        value,
+        f"{what} the DAG's beam search only: set decode.dag_decoder='beam' or decode.{key}=0",
+      )
   if _has(config, "model.ctc_upsample_max"):
     k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
     checks.check(

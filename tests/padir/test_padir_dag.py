@@ -131,10 +131,13 @@ def test_beam_search_with_a_full_beam_is_the_best_translation_by_enumeration(see
   np.testing.assert_allclose(dag.path_logprob(*args, narrow), narrow_score, rtol=1e-4)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed):
-  """With an n-gram model (padir.decoding.ngram), a full beam returns argmax_y log P(y | x) +
-  w log P_lm(y) over every y, and that sum as its score; weight 0 is the plain beam."""
+@pytest.mark.parametrize("seed, w, b", [(0, 0.7, 0.0), (1, 0.7, 0.0), (0, 0.5, 1.0), (1, 0.5, 1.0)])
+def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed, w, b):
+  """With an n-gram model (padir.decoding.ngram) and length_norm b, a full beam returns
+  argmax_y (log P(y | x) + w log P_lm(y)) / |y|^b (|y| counting EOS) over every y, and that
+  quotient as its score; weight 0 is the plain beam. Each term changes some row's answer (so
+  the comparison can fail): the n-gram term against the plain beam, and the normalisation
+  towards a longer translation than the unnormalised one."""
   counts = [5, 4, 3]
   logp, links, live = _graph(seed, counts, A=5)
   words = [y for y in range(V) if y not in (tok.EOS_ID, tok.PAD_ID)]
@@ -145,33 +148,64 @@ def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed):
   wide = len(words) ** (max(counts) - 1)
   plain = dag_decoding.beam(*args, beam_size=wide)
   np.testing.assert_array_equal(dag_decoding.beam(*args, wide, tables, 0.0)[0], plain[0])
-  w = 0.7
-  tokens, score = dag_decoding.beam(*args, wide, tables, w)
+  other = np.asarray(dag_decoding.beam(*args, wide, tables, w)[0] if b else plain[0])
+  tokens, score = dag_decoding.beam(*args, wide, tables, w, length_norm=b)
+  tokens = np.asarray(tokens)
   changed = False
-  for b, n in enumerate(counts):
+  for row, n in enumerate(counts):
     every = {}
     for m in range(n):
       for y in itertools.product(words, repeat=m):
-        joint = _marginal(logp[b], links[b], n, (*y, tok.EOS_ID))
-        every[(*y, tok.EOS_ID)] = joint + w * max(ngram.sentence_logprob(lm, y), NEG)
+        joint = _marginal(logp[row], links[row], n, (*y, tok.EOS_ID))
+        joint += w * max(ngram.sentence_logprob(lm, y), NEG)
+        every[(*y, tok.EOS_ID)] = joint / (m + 1) ** b
     best = max(every, key=every.get)
-    assert tuple(np.asarray(tokens)[b, : len(best)].tolist()) == best
-    np.testing.assert_allclose(score[b], every[best], rtol=1e-4)
-    changed |= not np.array_equal(np.asarray(tokens)[b], np.asarray(plain[0])[b])
-  assert changed  # the n-gram term changes some row's answer: the comparison can fail
+    assert tuple(tokens[row, : len(best)].tolist()) == best
+    np.testing.assert_allclose(score[row], every[best], rtol=1e-4)
+    if b:
+      changed |= (tokens[row] != tok.PAD_ID).sum() > (other[row] != tok.PAD_ID).sum()
+    else:
+      changed |= not np.array_equal(tokens[row], other[row])
+  assert changed
 
 
-@pytest.mark.parametrize("weight", [0.0, 0.5])
-def test_the_beam_s_early_exit_changes_nothing(weight):
+@pytest.mark.parametrize("weight, norm", [(0.0, 0.0), (0.5, 0.0), (0.5, 1.0), (0.0, 0.6)])
+def test_the_beam_s_early_exit_changes_nothing(weight, norm):
   """The beam stops once no prefix's mass can beat the best finished translation: the same
-  tokens and scores as the search over every token position, on graphs of 16 vertices."""
+  tokens and scores as the search over every token position, on graphs of 16 vertices, with and
+  without length normalisation."""
   logp, links, live = _graph(3, [16, 11, 6, 2], A=16)
   lm = ngram.build([[3, 5, 6], [6, 5], [4, 4, 3]], V, 3)
   tables = lm.beam_tables()
   args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live), 3, tables, weight)
-  fast, slow = dag_decoding.beam(*args), dag_decoding.beam(*args, early_exit=False)
+  fast = dag_decoding.beam(*args, length_norm=norm)
+  slow = dag_decoding.beam(*args, early_exit=False, length_norm=norm)
   np.testing.assert_array_equal(fast[0], slow[0])
   np.testing.assert_array_equal(fast[1], slow[1])
+
+
+def test_the_normalised_beam_waits_for_a_long_translation_that_pays_its_cost_first():
+  """A graph whose long translation pays its cost at its first edge (0.3, then a chain of
+  certain links) and whose short one finishes at once (0.7 to the last vertex): normalised by
+  length the long one wins, which the early exit must wait for (its bound counts the words a
+  prefix can still add, not only those it has)."""
+  A = 12
+  logp = np.full((1, A, V), -30.0, np.float32)
+  for v in range(A - 1):
+    logp[0, v, 3 + v % 4] = 0.0
+  logp[0, A - 1, tok.EOS_ID] = 0.0
+  links = np.full((1, A, A), NEG, np.float32)
+  links[0, 0, 1], links[0, 0, A - 1] = np.log(0.3), np.log(0.7)
+  for v in range(1, A - 1):
+    links[0, v, v + 1] = 0.0
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.ones((1, A), bool), 2)
+  short = np.asarray(dag_decoding.beam(*args)[0])[0]
+  fast = dag_decoding.beam(*args, length_norm=1.0)
+  slow = dag_decoding.beam(*args, early_exit=False, length_norm=1.0)
+  assert list(short[:2]) == [3, tok.EOS_ID]  # unnormalised, the short translation
+  assert list(np.asarray(slow[0])[0]) == [3 + v % 4 for v in range(A - 1)] + [tok.EOS_ID]
+  np.testing.assert_array_equal(fast[0], slow[0])
+  np.testing.assert_allclose(fast[1], np.log(0.3) / A, rtol=1e-4)
 
 
 @pytest.mark.parametrize("lookahead", [False, True])
@@ -314,12 +348,17 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
   c.model.dag_upsample = 2
   c.loss.glancing_ratio = 0.5
   # validation decodes with the beam joined by a bigram model of the training targets
-  c.decode.update(num_examples=4, dag_decoder="beam", dag_lm_order=2, dag_lm_weight=0.3)
+  c.decode.update(
+    num_examples=4, dag_decoder="beam", dag_lm_order=2, dag_lm_weight=0.3, dag_length_norm=1.0
+  )
   training.validate(c)
   last = train_job.run(c, str(tmp_path / "dag"))
   assert np.isfinite(last["train_loss"]) and "train_glance_revealed" in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
   c.decode.dag_decoder = "lookahead"
+  with pytest.raises(ConfigError, match="decode.dag_length_norm"):
+    training.validate(c)
+  c.decode.dag_length_norm = 0.0
   with pytest.raises(ConfigError, match="decode.dag_lm_order"):
     training.validate(c)
 
@@ -345,9 +384,13 @@ def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_co
   translate_job.validate(config)
   results = translate_job.run(config, str(tmp_path / "translate"))
   assert results["decoder"] == "dag" and results["options"]["dag_strategy"] == "beam"
+  assert results["options"]["dag_length_norm"] == config.dag_length_norm > 0
   assert results["translated"] == 2 and [s["line"] for s in results["skipped"]] == [2]
   assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 4
   config.dag_strategy = "lookahead"
+  with pytest.raises(ConfigError, match="dag_length_norm"):
+    translate_job.validate(config)
+  config.dag_length_norm = 0.0
   with pytest.raises(ConfigError, match="dag_lm_order"):
     translate_job.validate(config)
 
@@ -365,14 +408,24 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
   # the beam with an n-gram model: its tables go in as arguments; the same tokens
   lm = ngram.build([[5, 6, 3], [6, 6]], model.cfg.vocab_size, order=2)
   tables = lm.beam_tables()
-  want = np.asarray(dag_decoding.decode(model, inputs, "beam", lm=tables, lm_weight=2.0)["tokens"])
-  for trim in (0, 4):
-    d = decoders.Decoder("d", "dag", trim=trim, dag_strategy="beam", dag_lm=lm, dag_lm_weight=2.0)
-    assert np.asarray(decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]).tolist() == (
-      want.tolist()
-    )
+  for norm in (0.0, 1.5):
+    want = dag_decoding.decode(model, inputs, "beam", lm=tables, lm_weight=2.0, length_norm=norm)
+    for trim in (0, 4):
+      d = decoders.Decoder(
+        "d",
+        "dag",
+        trim=trim,
+        dag_strategy="beam",
+        dag_lm=lm,
+        dag_lm_weight=2.0,
+        dag_length_norm=norm,
+      )
+      got = decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]
+      assert np.asarray(got).tolist() == np.asarray(want["tokens"]).tolist()
   with pytest.raises(ValueError, match="beam search only"):
     decoders.decode_fn(model, decoders.Decoder("d", "dag", dag_lm=lm))
+  with pytest.raises(ValueError, match="beam search only"):
+    decoders.decode_fn(model, decoders.Decoder("d", "dag", dag_length_norm=1.0))
   with pytest.raises(ValueError, match="cannot decode a DAG model"):
     decoders.decode_fn(model, decoders.Decoder("p", "padir"))
   with pytest.raises(ValueError, match="needs a DAG model"):
@@ -398,6 +451,7 @@ def test_the_evaluation_job_gives_a_dag_model_its_strategies_and_the_n_gram_beam
   *same, last = evaluate_job.decoders(config, "nar", dag=True, lm=lm)
   assert same == rows and last.dag_lm is lm and last.dag_strategy == "beam"
   assert last.dag_lm_weight == config.dag_lm_weight and last.name == "dag-beam-lm-trim8"
+  assert last.dag_length_norm == config.dag_length_norm
 
 
 def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss():
