@@ -51,7 +51,7 @@ def get_config() -> ml_collections.ConfigDict:
   # model of the target language counted on the run's training targets (order 0: none), with
   # this weight (padir.decoding.ngram), finished translations ranked by their score divided by
   # their length to this power. The defaults are the family benchmark's choice on the sov
-  # task's validation split (docs/padir_decoding.md).
+  # task's validation split (docs/padir_training.md, the family section).
   config.dag_strategy = "beam"  # or "lookahead", "greedy", "viterbi"
   config.dag_lm_order = 5  # the n-gram model's order; 0 = the plain beam
   config.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
