@@ -27,12 +27,14 @@ A vertices, Z the same vertices as the target of an edge.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from padir.data import tokenizer as tokenizer_lib
-from padir.decoding import refinement
+from padir.decoding import ngram, refinement
 from padir.model import dag as dag_lib
 from padir.model import transformer as model_lib
 
@@ -133,15 +135,15 @@ def beam(
   links_BAZ: Array,
   live_BA: Array,
   beam_size: int = BEAM_SIZE,
-  lm: tuple[Array, Array, int] | None = None,
+  lm: ngram.Tables | None = None,
   lm_weight: float | Array = 0.0,
   early_exit: bool = True,
   length_norm: float | Array = 0.0,
 ) -> tuple[Array, Array]:
   """Beam search over translations (module docstring): (the best finished tokens [B, A], EOS
   last, PAD after; its log P(y | x) [B], about NEG where nothing finished). With lm, an n-gram
-  model's automaton (padir.decoding.ngram: its logp_SV, finite, next_SV and start state), prefixes and
-  translations are ranked by log P(y | x) + lm_weight log P_lm(y) (DA-Transformer's joint
+  model's automaton (padir.decoding.ngram.Tables, its rows finite), prefixes and translations
+  are ranked by log P(y | x) + lm_weight log P_lm(y) (DA-Transformer's joint
   n-gram search; lm_weight >= 0), and that sum is the score returned. With length_norm = b > 0,
   finished translations are ranked by that score divided by |y|^b (|y| counting EOS;
   DA-Transformer's length normalisation), which undoes the preference of a sum of
@@ -159,11 +161,13 @@ def beam(
   K = int(beam_size)
   if K < 1:
     raise ValueError(f"the DAG beam size must be >= 1, got {beam_size}")
-  if lm is None:  # a one-state model of probability 1 everywhere: no n-gram term
-    lm = (jnp.zeros((1, V), jnp.float32), jnp.zeros((1, V), jnp.int32), 0)
-  # finite log-probabilities (padir.decoding.ngram stores NEVER, not -inf): no pass over the
-  # table here, which at order 5 would cost more than the search
-  lm_logp_SV, lm_next_SV = lm[0], lm[1]
+  # the n-gram model's rows are finite (NEVER, not -inf); without one, a term of 0
+  if lm is None:
+    lm_rows = lambda state_BK: jnp.zeros((*state_BK.shape, V), jnp.float32)  # noqa: E731
+    lm_advance = lambda state_BK, token_BK: state_BK  # noqa: E731
+  else:
+    lm_rows = functools.partial(ngram.rows, lm)
+    lm_advance = functools.partial(ngram.advance, lm)
   lm_weight = jnp.asarray(lm_weight, jnp.float32)
   length_norm = jnp.asarray(length_norm, jnp.float32)
   eos = tokenizer_lib.EOS_ID
@@ -185,12 +189,12 @@ def beam(
     jnp.full((B, K, A), tokenizer_lib.PAD_ID, jnp.int32),
     jnp.full((B,), dag_lib.NEG * 4),
     jnp.full((B, A), tokenizer_lib.PAD_ID, jnp.int32),
-    jnp.full((B, K), lm[2], jnp.int32),
+    jnp.full((B, K), 0 if lm is None else lm.start, jnp.int32),
     jnp.zeros((B, K), jnp.float32),
   )
 
   def step(s: Beam, t):
-    lm_BKV = lm_logp_SV[s.lm_state_BK]  # log P_lm(next token | prefix)
+    lm_BKV = lm_rows(s.lm_state_BK)  # log P_lm(next token | prefix)
     # finish: EOS at the last vertex
     fin_BK = jnp.take_along_axis(s.beta_BKA, last_B[:, None, None], axis=2)[..., 0]
     fin_BK = fin_BK + eos_last_B[:, None] + lm_weight * (s.lm_score_BK + lm_BKV[..., eos])
@@ -210,7 +214,7 @@ def beam(
     parent_BK, token_BK = pick_BC // V, (pick_BC % V).astype(jnp.int32)
     lm_score_BK = jnp.take_along_axis(lm_cont_BKV.reshape(B, K * V), pick_BC, axis=1)
     lm_state_BK = jnp.take_along_axis(s.lm_state_BK, parent_BK, axis=1)
-    lm_state_BK = lm_next_SV[lm_state_BK, token_BK]
+    lm_state_BK = lm_advance(lm_state_BK, token_BK)
     beta_BKA = jnp.take_along_axis(s.beta_BKA, parent_BK[..., None], axis=1)
     emit_BKA = jnp.take_along_axis(
       jnp.swapaxes(logp_BAV, 1, 2), token_BK[..., None], axis=1
@@ -250,7 +254,7 @@ def decode(
   inputs_BS: Array,
   strategy: str = "lookahead",
   beam_size: int = BEAM_SIZE,
-  lm: tuple[Array, Array, int] | None = None,
+  lm: ngram.Tables | None = None,
   lm_weight: float | Array = 0.0,
   length_norm: float | Array = 0.0,
 ) -> dict[str, Array]:

@@ -110,7 +110,7 @@ class Decoder:
     """The decoder's fields for a JSON record; an n-gram model as its order and state count."""
     out = dataclasses.asdict(dataclasses.replace(self, dag_lm=None))
     if self.dag_lm is not None:
-      out["dag_lm"] = {"order": self.dag_lm.order, "states": len(self.dag_lm.logp_SV)}
+      out["dag_lm"] = {"order": self.dag_lm.order, "states": self.dag_lm.num_states}
     return out
 
   @property
@@ -336,9 +336,9 @@ def decode_fn(
       inner = pure_jit(lambda m, x, key, b: _dag(m, x, strategy, length_norm=b), model)
       fn = lambda x, key: inner(x, key, norm)  # noqa: E731
     else:  # the n-gram tables go in as arguments, not as constants of the program
-      *tables, start = lm.beam_tables()
+      tables = lm.tables()
       weight = jnp.float32(decoder.dag_lm_weight)
-      inner = pure_jit(lambda m, x, key, t, w, b: _dag(m, x, strategy, (*t, start), w, b), model)
+      inner = pure_jit(lambda m, x, key, t, w, b: _dag(m, x, strategy, t, w, b), model)
       fn = lambda x, key: inner(x, key, tables, weight, norm)  # noqa: E731
     return SourceTrimmed(fn, model.cfg.max_source_length, decoder.trim) if decoder.trim else fn
   if decoder.kind == "padir":

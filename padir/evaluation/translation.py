@@ -32,9 +32,8 @@ def _ctc(model, inputs_BS, num_passes, blank_penalty):
   return ctc.decode(model, inputs_BS, num_passes, blank_penalty)["tokens"]
 
 
-@functools.partial(nnx.jit, static_argnames=("strategy", "lm_start"))
-def _dag(model, inputs_BS, strategy, lm_tables=None, lm_start=0, lm_weight=0.0, length_norm=0.0):
-  lm = None if lm_tables is None else (*lm_tables, lm_start)
+@functools.partial(nnx.jit, static_argnames=("strategy",))
+def _dag(model, inputs_BS, strategy, lm=None, lm_weight=0.0, length_norm=0.0):
   out = dag_decoding.decode(
     model, inputs_BS, strategy, lm=lm, lm_weight=lm_weight, length_norm=length_norm
   )
@@ -98,7 +97,7 @@ def translate(
   beam search ranks by log P(y | x) + dag_lm_weight log P_lm(y) with an n-gram model dag_lm
   (padir.decoding.ngram), finished translations divided by |y|^dag_length_norm.
   """
-  lm_tables = None if dag_lm is None else dag_lm.beam_tables()[:2]
+  lm_tables = None if dag_lm is None else dag_lm.tables()
   legacy = decoder == "legacy"
   if legacy:
     options = refinement.legacy_options(
@@ -124,7 +123,6 @@ def translate(
         jnp.asarray(inputs_BS),
         dag_decoder,
         lm_tables,
-        0 if dag_lm is None else dag_lm.start,
         jnp.float32(dag_lm_weight),
         jnp.float32(dag_length_norm),
       )

@@ -143,7 +143,7 @@ def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed, w, b
   words = [y for y in range(V) if y not in (tok.EOS_ID, tok.PAD_ID)]
   rng = np.random.default_rng(seed)
   lm = ngram.build([list(rng.choice([3, 5, 6], rng.integers(1, 4))) for _ in range(6)], V, 2)
-  tables = lm.beam_tables()
+  tables = lm.tables()
   args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live))
   wide = len(words) ** (max(counts) - 1)
   plain = dag_decoding.beam(*args, beam_size=wide)
@@ -176,7 +176,7 @@ def test_the_beam_s_early_exit_changes_nothing(weight, norm):
   without length normalisation."""
   logp, links, live = _graph(3, [16, 11, 6, 2], A=16)
   lm = ngram.build([[3, 5, 6], [6, 5], [4, 4, 3]], V, 3)
-  tables = lm.beam_tables()
+  tables = lm.tables()
   args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live), 3, tables, weight)
   fast = dag_decoding.beam(*args, length_norm=norm)
   slow = dag_decoding.beam(*args, early_exit=False, length_norm=norm)
@@ -407,7 +407,7 @@ def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
       assert np.asarray(tokens).tolist() == want.tolist()
   # the beam with an n-gram model: its tables go in as arguments; the same tokens
   lm = ngram.build([[5, 6, 3], [6, 6]], model.cfg.vocab_size, order=2)
-  tables = lm.beam_tables()
+  tables = lm.tables()
   for norm in (0.0, 1.5):
     want = dag_decoding.decode(model, inputs, "beam", lm=tables, lm_weight=2.0, length_norm=norm)
     for trim in (0, 4):

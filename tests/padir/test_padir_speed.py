@@ -351,7 +351,7 @@ def test_the_speed_benchmark_chooses_the_nar_runs_decoder_by_its_kind(capsys, mo
   # a row's record (the benchmark's JSON) names the n-gram model by its order and states
   assert json.loads(json.dumps(rows[2].record()))["dag_lm"] == {
     "order": 2,
-    "states": len(lm.logp_SV),
+    "states": lm.num_states,
   }
   with pytest.raises(ValueError, match="must name a PaDIR, CTC or DAG run; this one is an AR"):
     bench.nar_decoders(padir_util.tiny_model("ar"), "auto")
