@@ -258,7 +258,7 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
     try:
       lm = ngram.from_corpus(trained.data, tok, args.dag_lm_order)
       strategies.append("beam+lm")
-    except ValueError as e:  # tables too large for this vocabulary: the row is left out
+    except ValueError as e:  # more n-grams than ngram.MAX_ENTRIES: the row is left out
       print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
   rows = []
   for strategy in strategies:
