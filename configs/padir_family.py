@@ -29,6 +29,9 @@ bootstrap; 2 cores, 2026-11-27; the other tasks are being trained: docs/padir_tr
 | vso | ar | 2,250 (early stop) | 99.95 | reference | about 2,320 (1,898 timed) |
 | vso | dag | 3,500 (early stop) | 99.05 (lookahead) | -0.90 [-1.28, -0.55] | 5,548 (65 min wall) |
 | vso | dag, beam + 5-gram model, per length | the same weights | 99.83 | -0.12 [-0.27, +0.02] | |
+| vso, held aside (SEED 1) | ar | 2,750 (early stop) | 99.98 | reference | 2,143 |
+| vso, held aside | dag | 3,500 (early stop) | 98.09 (lookahead) | -1.90 [-2.39, -1.43] | 5,408 (1h47m wall beside other work) |
+| vso, held aside | dag, beam + 5-gram model, per length | the same weights | 99.51 | -0.47 [-0.72, -0.24] | |
 
 The DAG's last row decodes with the translate job's default for a DAG run: `python sample.py
 --config configs/padir_translate.py --config.checkpoint=DIR` (DA-Transformer's beam joined by a
