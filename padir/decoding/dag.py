@@ -226,9 +226,8 @@ def beam(
     tokens_BKA = jnp.where(vertex_A[None, None] == t, token_BK[..., None], tokens_BKA)
     return Beam(beta_BKA, tokens_BKA, best_B, best_BA, lm_state_BK, lm_score_BK), None
 
-  def open_rows(
-    s: Beam, t: Array
-  ) -> Array:  # [B] whether a prefix can still beat the best finished
+  def open_rows(s: Beam, t: Array) -> Array:
+    """[B] whether a prefix can still beat the row's best finished translation."""
     bound_BK = jax.nn.logsumexp(s.beta_BKA, axis=-1) + lm_weight * s.lm_score_BK
     # the longest translation a prefix can become: its t words, then one a vertex from its
     # first vertex with mass to the last, EOS included

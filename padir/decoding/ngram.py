@@ -17,8 +17,8 @@ moves to the longest suffix of (h w), cut to its last n - 1 tokens, that is a st
 P's dependence on h is the state's, so a sentence's log-probability is the sum of the rows
 read along its path (`sentence_logprob`). The start state is n - 1 BOS tokens.
 
-The automaton is stored sparsely, as the formula is: per state, its parent h' (the state
-itself minus its first token), its back-off weight D N(h) / c(h), and one entry per token seen
+The automaton is stored sparsely, as the formula is: per state, its suffixes (h' is the state
+itself minus its first token, and so on down), its back-off weight D N(h) / c(h), and one entry per token seen
 after h (its discounted probability and, where (h w) is a state, that state); the empty
 context's row is stored whole. A decoder forms the rows it needs on the device (`rows`: the
 add-one unigram, then one back-off level a step down to the state) and moves along the
@@ -59,8 +59,8 @@ class Tables:
   by state in token order, then padding so that a slice of a length's fanout from any state
   never runs past the arrays (the slots past a state's count are masked).
 
-  unigram_V: P(w) of the empty context; parent_S: h''s state (-1 for the empty context);
-  level_SL: [S, n - 1] the states of h's suffixes of length 1 .. n - 1 (-1 past h's length);
+  unigram_V: P(w) of the empty context; level_SL: [S, n - 1] the states of h's suffixes of
+  length 1 .. n - 1 (-1 past h's length; h's parent h' is the one a length shorter);
   backoff_S: D N(h) / c(h); first_S, count_S: where h's entries start and how many;
   token_E, prob_E, child_E: each entry's token w, max(c(h w) - D, 0) / c(h), and the state
   (h w) or -1. fanout: per context length 0 .. n - 1, the most entries a state of it has.
@@ -68,7 +68,6 @@ class Tables:
   `rows` and `advance` form them (the same numbers, read instead of formed)."""
 
   unigram_V: jax.Array
-  parent_S: jax.Array
   level_SL: jax.Array
   backoff_S: jax.Array
   first_S: jax.Array
@@ -96,7 +95,7 @@ class NgramLM:
 
   @property
   def num_states(self) -> int:
-    return len(self.arrays["parent_S"])
+    return len(self.arrays["count_S"])
 
   @property
   def num_entries(self) -> int:
@@ -252,7 +251,6 @@ def build(
   fanout = [0] * order
   for h in states:
     fanout[len(h)] = max(fanout[len(h)], len(table[h]))
-  parent_S = np.full(S, -1, np.int32)
   level_SL = np.full((S, L), -1, np.int32)
   backoff_S = np.zeros(S, np.float32)
   first_S = np.zeros(S, np.int32)
@@ -263,7 +261,6 @@ def build(
     c = table[h]
     total = sum(c.values())
     if h:
-      parent_S[s] = index[h[1:]]
       backoff_S[s] = discount * len(c) / total
       for j in range(1, len(h) + 1):
         level_SL[s, j - 1] = index[h[-j:]]
@@ -281,7 +278,6 @@ def build(
   child += [-1] * pad
   arrays = {
     "unigram_V": (uni_V / uni_V.sum()).astype(np.float32),
-    "parent_S": parent_S,
     "level_SL": level_SL,
     "backoff_S": backoff_S,
     "first_S": first_S,
