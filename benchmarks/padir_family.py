@@ -19,17 +19,21 @@ steps), then translates the test split:
   ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  glancing on the best path (0.5 -> 0.3), lookahead decoding; "dag beam", the same weights
-  decoded by the beam search over translations (padir.decoding.dag); and "dag beam+lm", that
-  beam joined by an n-gram model of the task's training targets (padir.decoding.ngram: order
-  --dag-lm-order, default 5, weight --dag-lm-weight, default 1.5), finished translations ranked
-  by their score divided by their length to the power --dag-length-norm (default 1.5); all
-  three chosen on the sov task's validation split and kept for every task.
+  glancing on the best path (0.5 -> 0.3), validated (so early-stopped) by the beam search over
+  translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
+  order --dag-lm-order, default 5, weight --dag-lm-weight, default 1.5), finished translations
+  ranked by their score divided by their length to the power --dag-length-norm (default 1.5);
+  all three chosen on the sov task's validation split and kept for every task. Its test rows:
+  "dag" (lookahead), "dag beam" (the beam alone) and "dag beam+lm" (the validated decoder).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of this process over `fit`, validation decoding included), and
-"AR @ CPU": the AR's validation BLEU at the last evaluation it had reached after the model's CPU
-seconds (the AR's CPU seconds per step taken as constant), the comparison at equal CPU time.
+"valid BLEU @ AR's CPU": the model's validation BLEU (its validation decoder's) at the last
+evaluation it had reached within the AR's CPU seconds (its CPU seconds per step taken as
+constant), the comparison at equal CPU time. A model that spent more than the AR gets one more
+row, "... @ AR's CPU": its last row's decoder on the checkpoint it had saved last within the
+AR's CPU seconds (every evaluation's checkpoint is kept), with the steps and the share of the
+time up to there.
 A second table breaks each row's test errors down (padir.evaluation.errors: exact, reordered
 only, lexical; non-words, length, dropped / inserted words, agreement markers), and each row's
 translations stay in its run directory (test_hypotheses[_beam|_beam_lm].txt).
@@ -75,7 +79,7 @@ HEADER = [
   "steps",
   "wall s",
   "CPU s",
-  "AR @ CPU",
+  "valid BLEU @ AR's CPU",
 ]
 
 
@@ -163,10 +167,17 @@ def run_config(
     early_stopping_patience=args.patience,
     progress_bar=False,
   )
+  if name != "ar":  # every evaluation's checkpoint kept: the "@ AR's CPU" row decodes one
+    c.train.keep_checkpoints = args.steps // args.eval_every + 1
   c.train.warmup_steps = min(c.train.warmup_steps, max(1, args.steps // 10))
   c.train.log_every = min(c.train.log_every, args.eval_every)
   c.loss.glancing_anneal_steps = min(c.loss.get("glancing_anneal_steps", 0), args.steps)
   c.decode.update(num_examples=args.valid_sentences, batch_size=min(64, args.valid_sentences))
+  if name == "dag":  # validated with the decoder of the "dag beam+lm" row (lookahead without)
+    lm = dict(dag_lm_weight=args.dag_lm_weight, dag_length_norm=args.dag_length_norm)
+    c.decode.update(dag_lm_order=args.dag_lm_order, **lm if args.dag_lm_order else {})
+    if not args.dag_lm_order:
+      c.decode.update(dag_decoder="lookahead", dag_lm_weight=0.0, dag_length_norm=0.0)
   if args.tiny:
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
     # 30 steps are compile-bound: one program for every batch (no slot widths; docs/padir.md)
@@ -232,7 +243,7 @@ class Row:
   cpu: float
   evals: list[tuple[int, float]]  # (step, validation BLEU)
   delta: str = "reference"
-  ar_at_cpu: str = ""
+  at_ar_cpu: str = "-"
   errors: errors.Breakdown | None = None
 
 
@@ -247,12 +258,30 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
   config = run_config(name, task, root, args)
   workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
   timing = train(config, workdir)
-  model, tok, trained = restore.load_model(workdir)
+  strategies = ["lookahead", "beam"] if name == "dag" else ["lookahead"]  # (a DAG's only)
+  return decode_rows(name, task, workdir, timing, strategies, args)
+
+
+def decode_rows(
+  name: str,
+  task: str,
+  workdir: str,
+  timing: dict,
+  strategies: list[str],
+  args: argparse.Namespace,
+  step: int | None = None,
+) -> list[Row]:
+  """The test rows of a trained run, decoded with each strategy (a DAG model's: "lookahead",
+  "beam", and "beam+lm" added where --dag-lm-order fits) at checkpoint `step` (default: the
+  last); an earlier step's rows are named "@ AR's CPU" and their CPU seconds are the run's up
+  to that step."""
+  model, tok, trained = restore.load_model(workdir, step)
   sources, references = test_pairs(trained)
   c = trained.decode
   _, evals = curves.read_metrics(workdir)
   bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
-  strategies = [c.get("dag_decoder", "lookahead")] + (["beam"] if name == "dag" else [])
+  last = max(restore.checkpoint_steps(workdir))
+  strategies = list(strategies)
   lm = None
   if name == "dag" and args.dag_lm_order:
     try:
@@ -260,6 +289,7 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
       strategies.append("beam+lm")
     except ValueError as e:  # more n-grams than ngram.MAX_ENTRIES: the row is left out
       print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
+  early = step is not None and step != last
   rows = []
   for strategy in strategies:
     with_lm = strategy == "beam+lm"
@@ -280,34 +310,62 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
       dag_length_norm=args.dag_length_norm if with_lm else 0.0,
     )
     suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
+    suffix += f"_step{step}" if early else ""
     with open(os.path.join(workdir, f"test_hypotheses{suffix}.txt"), "w", encoding="utf-8") as f:
       f.writelines(h + "\n" for h in hyps)
+    label = f"{name} {strategy}" if name == "dag" and strategy != "lookahead" else name
     rows.append(
       Row(
         task=task_dir(task, args.grammar_seed),
-        model=f"{name} {strategy}" if suffix else name,
+        model=label + (" @ AR's CPU" if early else ""),
         bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
         hypotheses=hyps,
-        steps=max(restore.checkpoint_steps(workdir)),
-        wall=timing["wall"],
-        cpu=timing["cpu"],
+        steps=step if early else last,
+        wall=timing["wall"] * (step / last if early else 1.0),
+        cpu=timing["cpu"] * (step / last if early else 1.0),
         evals=bleus,
       )
     )
   return rows
 
 
+def at_ar_cpu_rows(
+  name: str, task: str, root: str, args: argparse.Namespace, ar: Row, final: Row
+) -> list[Row]:
+  """A model's last row again, decoded from the last checkpoint it had saved within the AR's
+  CPU seconds (its CPU seconds per step taken as constant): what a PaDIR run given the AR's
+  training budget would translate with. None where the model finished within that budget, or
+  had saved no checkpoint by then."""
+  if final.cpu <= ar.cpu:
+    return []
+  workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
+  per_step = final.cpu / max(final.steps, 1)
+  steps = [s for s in restore.checkpoint_steps(workdir) if s * per_step <= ar.cpu]
+  if not steps:
+    return []
+  timing = {"wall": final.wall, "cpu": final.cpu}
+  strategies = [] if name == "dag" and args.dag_lm_order else ["lookahead"]
+  return decode_rows(name, task, workdir, timing, strategies, args, step=max(steps))[-1:]
+
+
+def at_cpu(evals: list[tuple[int, float]], cpu: float, steps: int, budget: float) -> str:
+  """The validation BLEU of the last evaluation a run had reached within `budget` CPU seconds
+  (its CPU seconds per step taken as constant), "-" before its first."""
+  per_step = cpu / max(steps, 1)
+  reached = [b for s, b in evals if s * per_step <= budget]
+  return f"{reached[-1]:.2f}" if reached else "-"
+
+
 def compare(rows: list[Row], references: list[str], target_lang: str, resamples: int) -> None:
-  """Fills each row's interval against the task's AR greedy and the AR's BLEU at equal CPU."""
+  """Fills each row's interval against the task's AR greedy, and each PaDIR row's validation
+  BLEU at the AR's CPU seconds (equal CPU time)."""
   ar = next((r for r in rows if r.model == "ar"), None)
   if ar is None:
     return
-  per_step = ar.cpu / max(ar.steps, 1)
   for r in rows:
-    reached = [b for s, b in ar.evals if s * per_step <= r.cpu]
-    r.ar_at_cpu = f"{reached[-1]:.2f}" if reached else "-"
     if r is ar:
       continue
+    r.at_ar_cpu = at_cpu(r.evals, r.cpu, r.steps, ar.cpu)
     p = metrics.paired_bootstrap(r.hypotheses, ar.hypotheses, references, target_lang, resamples)
     r.delta = f"{p.delta:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
 
@@ -322,7 +380,7 @@ def table(rows: list[Row]) -> str:
       r.steps,
       f"{r.wall:.0f}",
       f"{r.cpu:.0f}",
-      r.ar_at_cpu,
+      r.at_ar_cpu,
     ]
     for r in rows
   ]
@@ -385,7 +443,13 @@ def main(argv=None) -> int:
     root = args.workdir or scratch
     rows: list[Row] = []
     for task in tasks:
-      task_rows = [row for name in models for row in run_model(name, task, root, args)]
+      by_model = {name: run_model(name, task, root, args) for name in models}
+      task_rows = [row for name in models for row in by_model[name]]
+      if "ar" in by_model:  # each model's last row again at the AR's CPU seconds
+        for name in models:
+          if name != "ar":
+            ar = by_model["ar"][0]
+            task_rows += at_ar_cpu_rows(name, task, root, args, ar, by_model[name][-1])
       config = run_config(models[0], task, root, args)
       _, references = test_pairs(config)
       compare(task_rows, references, config.data.target_lang, args.resamples)

@@ -27,10 +27,9 @@ def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_o
 def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
   out = run_benchmark("padir_family.py", "--tiny", timeout=900)
   for task in ("sov", "mirror"):
-    assert re.search(
-      rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| [\d.]+ \|", out
-    )
+    assert re.search(rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| - \|", out)
     assert re.search(rf"\| {task} \| dag beam \|( [\d.]+ \|){{4}} [\d.]+ / [\d.]+ \|", out), out
+    # (a "@ AR's CPU" row, where a model outspent the AR, has the same columns)
     for model in ("ctc", "dag", "dag beam", "dag beam+lm"):
       assert re.search(
         rf"\| {task} \| {re.escape(model)} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "

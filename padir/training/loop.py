@@ -694,6 +694,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
   patience = t.get("early_stopping_patience", 0)
   bleus = early_stopping.history(rd.metrics()) if patience else []  # resumed: the logged ones
+  valid_lm = functools.cache(lambda: evaluate.validation_lm(config, tok))  # fitted once a run
   stopped = early_stopping.state(bleus, patience).stop
   with tqdm.tqdm(
     total=t.num_train_steps,
@@ -737,7 +738,9 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         model.eval()
         record = evaluate.validation_loss(eval_step, model, sources["valid"], tok, config, place)
         if config.decode.num_examples > 0:
-          record.update(evaluate.validation_translation(model, sources["valid"], tok, config))
+          record.update(
+            evaluate.validation_translation(model, sources["valid"], tok, config, valid_lm())
+          )
         if patience:
           bleus.append(record[early_stopping.METRIC])
           es = early_stopping.state(bleus, patience)

@@ -343,8 +343,15 @@ def test_a_dag_config_is_checked(toy_corpus):
 
 
 @pytest.mark.slow  # a training step and a Viterbi decode compiled
-def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
-  c = tiny_run_config(toy_corpus, steps=2, eval_every=2)
+def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path, monkeypatch):
+  from padir.evaluation import translation
+
+  fitted = []
+  fit = translation.ngram.from_corpus
+  monkeypatch.setattr(
+    translation.ngram, "from_corpus", lambda *a, **k: fitted.append(1) or fit(*a, **k)
+  )
+  c = tiny_run_config(toy_corpus, steps=2, eval_every=1)
   c.model.dag_upsample = 2
   c.loss.glancing_ratio = 0.5
   # validation decodes with the beam joined by a bigram model of the training targets
@@ -355,6 +362,7 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path):
   last = train_job.run(c, str(tmp_path / "dag"))
   assert np.isfinite(last["train_loss"]) and "train_glance_revealed" in last
   assert np.isfinite(last["valid_loss"]) and 0 <= last["valid_bleu"] <= 100
+  assert len(fitted) == 1  # two validations, one n-gram model fitted for the run
   c.decode.dag_decoder = "lookahead"
   with pytest.raises(ConfigError, match="decode.dag_length_norm"):
     training.validate(c)

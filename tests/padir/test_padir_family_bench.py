@@ -1,6 +1,6 @@
-"""benchmarks/padir_family.py's comparison: the AR's validation BLEU at a model's CPU seconds is
-the AR's last evaluation reached by then (its CPU per step constant), and the interval against
-AR greedy is the paired bootstrap's."""
+"""benchmarks/padir_family.py's comparison: a model's validation BLEU at the AR's CPU seconds is
+the model's last evaluation reached by then (its CPU per step constant), and the interval against
+AR greedy is the paired bootstrap's; the DAG validates with the decoder its last row reports."""
 
 from padir_util import benchmark_module
 
@@ -13,15 +13,17 @@ def _row(model, hyps, cpu, steps=100, evals=()):
   return family.Row("t", model, 0.0, hyps, steps, 0.0, cpu, list(evals))
 
 
-def test_ar_at_equal_cpu_is_its_last_evaluation_reached_by_then():
+def test_a_model_at_the_ars_cpu_is_its_last_evaluation_reached_by_then():
   refs = ["a b c d", "e f g h", "a c e g"]
-  ar = _row(
-    "ar", ["a b c d", "e f x h", "a c e g"], 100.0, evals=[(20, 10.0), (40, 30.0), (60, 50.0)]
-  )
-  ctc = _row("ctc", ["a b c d", "e f g h", "a x e g"], 45.0)  # AR at 1 CPU s a step: step 40
-  dag = _row("dag", refs, 10.0)  # before the AR's first evaluation
+  ar = _row("ar", ["a b c d", "e f x h", "a c e g"], 45.0, evals=[(20, 10.0)])
+  # 2 CPU s a step: within the AR's 45 s it reached step 20 (40 s), not step 40 (80 s)
+  ctc = _row("ctc", ["a b c d", "e f g h", "a x e g"], 200.0, evals=[(20, 30.0), (40, 50.0)])
+  dag = _row("dag", refs, 1000.0, evals=[(20, 60.0)])  # 10 s a step: none reached
   family.compare([ar, ctc, dag], refs, "cx", resamples=50)
-  assert (ar.ar_at_cpu, ctc.ar_at_cpu, dag.ar_at_cpu) == ("50.00", "30.00", "-")
+  assert (ar.at_ar_cpu, ctc.at_ar_cpu, dag.at_ar_cpu) == ("-", "30.00", "-")
+  cheap = _row("ctc", refs, 50.0, evals=[(20, 30.0), (40, 50.0), (100, 70.0)])  # 0.5 s a step
+  family.compare([ar, cheap], refs, "cx", resamples=50)
+  assert cheap.at_ar_cpu == "50.00"  # step 40 at 20 s; step 100 at 50 s is past 45
   p = metrics.paired_bootstrap(ctc.hypotheses, ar.hypotheses, refs, "cx", 50)
   assert ctc.delta == f"{p.delta:+.2f} [{p.low:+.2f}, {p.high:+.2f}]" and ar.delta == "reference"
   assert "| t | ctc | 0.00 | " + ctc.delta in family.table([ar, ctc])
@@ -65,3 +67,41 @@ def test_a_vocabulary_the_corpus_cannot_fill_is_lowered_to_what_it_allows(tmp_pa
   tok = family.vocab.prepare_vocabulary(config)
   assert 16 < config.data.vocab_size < 5000
   assert tok.vocab_size == config.data.vocab_size
+
+
+def test_the_dag_validates_with_its_beam_and_n_gram_model(tmp_path):
+  """Early stopping reads the BLEU of the decoder the table's last DAG row reports (the beam
+  joined by the n-gram model, length-normalised), and without an n-gram model, lookahead."""
+  args = _args(dag_lm_order=5, dag_lm_weight=1.5, dag_length_norm=1.5)
+  d = family.run_config("dag", "sov", str(tmp_path), args).decode
+  assert (d.dag_decoder, d.dag_lm_order, d.dag_lm_weight, d.dag_length_norm) == (
+    "beam",
+    5,
+    1.5,
+    1.5,
+  )
+  family.training.validate(family.run_config("dag", "sov", str(tmp_path), args))
+  args.dag_lm_order = 0
+  d = family.run_config("dag", "sov", str(tmp_path), args).decode
+  assert (d.dag_decoder, d.dag_lm_order, d.dag_length_norm) == ("lookahead", 0, 0.0)
+
+
+def test_the_row_at_the_ars_cpu_decodes_the_last_checkpoint_within_it(monkeypatch):
+  """A model that outspent the AR is decoded again from the last checkpoint it had saved within
+  the AR's CPU seconds (its CPU per step constant); one within the AR's budget gets no such row."""
+  asked = []
+  monkeypatch.setattr(family.restore, "checkpoint_steps", lambda workdir: [250, 500, 750, 1000])
+  monkeypatch.setattr(
+    family, "decode_rows", lambda *a, step=None, **k: asked.append((a[4], step)) or ["row"]
+  )
+  args = _args(dag_lm_order=5)
+  ar = _row("ar", [], 1500.0, steps=1500)
+  dag = _row("dag beam+lm", [], 2000.0, steps=1000)  # 2 CPU s a step: step 750 at 1,500 s
+  assert family.at_ar_cpu_rows("dag", "sov", "root", args, ar, dag) == ["row"]
+  assert asked == [([], 750)]  # the beam+lm row only (decode_rows adds it)
+  args.dag_lm_order = 0
+  family.at_ar_cpu_rows("dag", "sov", "root", args, ar, _row("dag", [], 2000.0, steps=1000))
+  assert asked[-1] == (["lookahead"], 750)
+  assert family.at_ar_cpu_rows("ctc", "sov", "root", args, ar, _row("ctc", [], 1400.0)) == []
+  poor = _row("ctc", [], 1e6, steps=1000)  # 1,000 CPU s a step: no checkpoint by 1,500 s
+  assert family.at_ar_cpu_rows("ctc", "sov", "root", args, ar, poor) == []
