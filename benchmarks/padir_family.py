@@ -190,18 +190,25 @@ def run_config(
 
 
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Trains (or resumes, or finds finished) one run; its timing over every leg."""
+  """Trains (or resumes, or finds finished) one run; its timing over every leg. A run whose
+  training has ended (`fit` returned: early-stopped or at its last step) is marked so and not
+  opened again, so a rerun of the benchmark adds no time to it."""
   rd = training.open_run(config, workdir)
   timing = rd.read_json(TIMING) if os.path.isfile(os.path.join(workdir, TIMING)) else {}
-  wall, cpu = time.time(), cpu_seconds()
+  if timing.get("finished"):
+    rd.close()
+    return timing
+  wall, cpu, finished = time.time(), cpu_seconds(), False
   try:
     training.fit(config, rd)
+    finished = True
   finally:
     # Written however the leg ends (finished, early-stopped, Ctrl-C), so a resumed run adds up
     # every leg; a leg killed outright (SIGKILL) is the only one lost.
     timing = {
       "wall": timing.get("wall", 0.0) + time.time() - wall,
       "cpu": timing.get("cpu", 0.0) + cpu_seconds() - cpu,
+      "finished": finished,
     }
     rd.write_json(TIMING, timing)
     rd.close()

@@ -105,3 +105,31 @@ def test_the_row_at_the_ars_cpu_decodes_the_last_checkpoint_within_it(monkeypatc
   assert family.at_ar_cpu_rows("ctc", "sov", "root", args, ar, _row("ctc", [], 1400.0)) == []
   poor = _row("ctc", [], 1e6, steps=1000)  # 1,000 CPU s a step: no checkpoint by 1,500 s
   assert family.at_ar_cpu_rows("ctc", "sov", "root", args, ar, poor) == []
+
+
+def test_a_finished_run_is_not_opened_again_and_adds_no_time(tmp_path, monkeypatch):
+  """The first leg that returns from fit marks the run finished; a rerun of the benchmark then
+  returns its timing without fitting (each such rerun used to add its restore's seconds), and a
+  leg that ends by an exception adds its time without marking the run finished."""
+  from gmlm.runs import RunDir
+
+  fits = []
+  monkeypatch.setattr(family.training, "open_run", lambda c, w: RunDir(w, c))
+
+  def fit(config, rd):
+    fits.append(1)
+    if len(fits) == 1:
+      raise KeyboardInterrupt
+
+  monkeypatch.setattr(family.training, "fit", fit)
+  config = family.model_config("ar", 2)
+  workdir = str(tmp_path / "run")
+  try:
+    family.train(config, workdir)
+  except KeyboardInterrupt:
+    pass
+  first = family.json.load(open(f"{workdir}/{family.TIMING}"))
+  assert first["finished"] is False and len(fits) == 1
+  second = family.train(config, workdir)
+  assert second["finished"] is True and second["cpu"] >= first["cpu"] and len(fits) == 2
+  assert family.train(config, workdir) == second and len(fits) == 2
