@@ -408,7 +408,7 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
   )
-  parser.add_argument("--dag-upsample", type=int, default=3)
+  parser.add_argument("--dag-upsample", type=int, default=2)
   parser.add_argument(
     "--dag-lm-order",
     type=int,
