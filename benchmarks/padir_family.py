@@ -173,11 +173,14 @@ def run_config(
   c.train.log_every = min(c.train.log_every, args.eval_every)
   c.loss.glancing_anneal_steps = min(c.loss.get("glancing_anneal_steps", 0), args.steps)
   c.decode.update(num_examples=args.valid_sentences, batch_size=min(64, args.valid_sentences))
-  if name == "dag":  # validated with the decoder of the "dag beam+lm" row (lookahead without)
-    lm = dict(dag_lm_weight=args.dag_lm_weight, dag_length_norm=args.dag_length_norm)
-    c.decode.update(dag_lm_order=args.dag_lm_order, **lm if args.dag_lm_order else {})
-    if not args.dag_lm_order:
-      c.decode.update(dag_decoder="lookahead", dag_lm_weight=0.0, dag_length_norm=0.0)
+  if name == "dag" and args.dag_lm_order:  # validated with the "dag beam+lm" row's decoder
+    c.decode.update(
+      dag_lm_order=args.dag_lm_order,
+      dag_lm_weight=args.dag_lm_weight,
+      dag_length_norm=args.dag_length_norm,
+    )
+  elif name == "dag":  # no n-gram model: validated by lookahead
+    c.decode.update(dag_decoder="lookahead", dag_lm_order=0, dag_lm_weight=0.0, dag_length_norm=0.0)
   if args.tiny:
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
     # 30 steps are compile-bound: one program for every batch (no slot widths; docs/padir.md)
