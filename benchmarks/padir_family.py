@@ -21,10 +21,12 @@ steps), then translates the test split:
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
   glancing on the best path (0.5 -> 0.3), validated (so early-stopped) by the beam search over
   translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
-  order --dag-lm-order, default 5, weight --dag-lm-weight, default 1.5), finished translations
-  ranked by their score divided by their length to the power --dag-length-norm (default 1.5);
-  all three chosen on the sov task's validation split and kept for every task. Its test rows:
-  "dag" (lookahead), "dag beam" (the beam alone) and "dag beam+lm" (the validated decoder).
+  order --dag-lm-order, default 5), finished translations ranked by their score divided by
+  their length to a power; the n-gram weight and that power chosen at every validation from
+  --dag-beam-grid (configs/padir_family.py's BEAM_GRID; '' = --dag-lm-weight and
+  --dag-length-norm, 1.5 and 1.5). Its test rows: "dag" (lookahead), "dag beam" (the beam
+  alone) and "dag beam+lm (w:b)" (the validated decoder, with the weight and power validation
+  chose at the checkpoint decoded).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of this process over `fit`, validation decoding included), and
@@ -178,9 +180,16 @@ def run_config(
       dag_lm_order=args.dag_lm_order,
       dag_lm_weight=args.dag_lm_weight,
       dag_length_norm=args.dag_length_norm,
+      dag_beam_grid=args.dag_beam_grid,
     )
   elif name == "dag":  # no n-gram model: validated by lookahead
-    c.decode.update(dag_decoder="lookahead", dag_lm_order=0, dag_lm_weight=0.0, dag_length_norm=0.0)
+    c.decode.update(
+      dag_decoder="lookahead",
+      dag_lm_order=0,
+      dag_lm_weight=0.0,
+      dag_length_norm=0.0,
+      dag_beam_grid="",
+    )
   if args.tiny:
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
     # 30 steps are compile-bound: one program for every batch (no slot widths; docs/padir.md)
@@ -300,6 +309,7 @@ def decode_rows(
     except ValueError as e:  # more n-grams than ngram.MAX_ENTRIES: the row is left out
       print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
   early = step is not None and step != last
+  w, b = beam_setting(workdir, step or last, args)
   rows = []
   for strategy in strategies:
     with_lm = strategy == "beam+lm"
@@ -316,14 +326,15 @@ def decode_rows(
       blank_penalty=c.get("blank_penalty", 0.0),
       dag_decoder="beam" if with_lm else strategy,
       dag_lm=lm if with_lm else None,
-      dag_lm_weight=args.dag_lm_weight,
-      dag_length_norm=args.dag_length_norm if with_lm else 0.0,
+      dag_lm_weight=w,
+      dag_length_norm=b if with_lm else 0.0,
     )
     suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
     suffix += f"_step{step}" if early else ""
     with open(os.path.join(workdir, f"test_hypotheses{suffix}.txt"), "w", encoding="utf-8") as f:
       f.writelines(h + "\n" for h in hyps)
     label = f"{name} {strategy}" if name == "dag" and strategy != "lookahead" else name
+    label += f" ({w:g}:{b:g})" if with_lm and args.dag_beam_grid else ""
     rows.append(
       Row(
         task=task_dir(task, args.grammar_seed),
@@ -337,6 +348,14 @@ def decode_rows(
       )
     )
   return rows
+
+
+def beam_setting(workdir: str, step: int, args: argparse.Namespace) -> tuple[float, float]:
+  """The "dag beam+lm" row's (n-gram weight, length normalisation): with --dag-beam-grid, the
+  setting the run's validation chose at its evaluation of `step` (metrics.jsonl), else (and for
+  a run evaluated without the grid) --dag-lm-weight and --dag-length-norm."""
+  chosen = evaluate.chosen_beam_setting(workdir, step) if args.dag_beam_grid else None
+  return chosen or (args.dag_lm_weight, args.dag_length_norm)
 
 
 def at_ar_cpu_rows(
@@ -426,6 +445,12 @@ def main(argv=None) -> int:
     type=float,
     default=1.5,
     help="the 'dag beam+lm' row ranks finished translations by score / length^this",
+  )
+  parser.add_argument(
+    "--dag-beam-grid",
+    default=padir_family.BEAM_GRID,
+    help="'w:b,...': validation picks the best of these (weight, length normalisation) at "
+    "every evaluation, and the 'dag beam+lm' row decodes with the pick ('' = the two above)",
   )
   parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"

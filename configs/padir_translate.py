@@ -56,6 +56,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.dag_lm_order = 5  # the n-gram model's order; 0 = the plain beam
   config.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
   config.dag_length_norm = 1.5  # the beam's score / |y|^this; 0 = the sum itself
+  # A run validated on a grid of beam settings (decode.dag_beam_grid, as the family's DAG is)
+  # recorded the best at each evaluation: True decodes with that (weight, length
+  # normalisation) of the checkpoint's step in place of the two above; False: the two above.
+  config.dag_beam_from_run = True  # False: dag_lm_weight and dag_length_norm as set
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most

@@ -32,7 +32,7 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
     # (a "@ AR's CPU" row, where a model outspent the AR, has the same columns)
     for model in ("ctc", "dag", "dag beam", "dag beam+lm"):
       assert re.search(
-        rf"\| {task} \| {re.escape(model)} \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
+        rf"\| {task} \| {re.escape(model)}( \([\d.]+:[\d.]+\))? \| [\d.]+ \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \| \d+ \| \d+ "
         rf"\| \d+ \| ([\d.]+|-) \|",
         out,
       ), out

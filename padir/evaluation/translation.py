@@ -18,7 +18,7 @@ from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
 from padir.decoding import ctc, ngram, refinement
 from padir.decoding import dag as dag_decoding
-from padir.evaluation import metrics
+from padir.evaluation import curves, metrics
 from padir.model import transformer as model_lib
 
 
@@ -265,6 +265,33 @@ def validation_lm(
   return ngram.from_corpus(config.data, tok, c.dag_lm_order)
 
 
+def parse_beam_grid(text: str) -> tuple[tuple[float, float], ...]:
+  """decode.dag_beam_grid's settings of the DAG beam, "w:b,w:b,...": each its n-gram weight w
+  and length normalisation b (both >= 0); "" is no grid. ValueError names a bad entry."""
+  grid = []
+  for entry in (e.strip() for e in text.split(",") if e.strip()):
+    parts = entry.split(":")
+    try:
+      w, b = (float(x) for x in parts)
+    except ValueError:
+      raise ValueError(f"{entry!r} is not 'w:b' (two numbers, e.g. '1.0:1.5')") from None
+    if not (w >= 0 and b >= 0 and np.isfinite(w) and np.isfinite(b)):
+      raise ValueError(f"{entry!r}: w and b must be finite and >= 0")
+    grid.append((w, b))
+  return tuple(grid)
+
+
+def chosen_beam_setting(workdir: str, step: int) -> tuple[float, float] | None:
+  """The DAG beam's (n-gram weight, length normalisation) that a run's validation chose from
+  decode.dag_beam_grid at its evaluation of `step` (metrics.jsonl), None where it chose none
+  there (no grid, or no evaluation at that step)."""
+  _, evals = curves.read_metrics(workdir)
+  chosen = [r for r in evals if r["step"] == step and "valid_dag_lm_weight" in r]
+  if not chosen:
+    return None
+  return float(chosen[-1]["valid_dag_lm_weight"]), float(chosen[-1]["valid_dag_length_norm"])
+
+
 def validation_translation(
   model: model_lib.Transformer,
   source: Any,
@@ -274,33 +301,49 @@ def validation_translation(
 ) -> dict[str, Any]:
   """BLEU, its signature and the stutter rate of the first config.decode.num_examples valid
   pairs, decoded with config.decode's settings, and the first example. A DAG beam with
-  decode.dag_lm_order joins dag_lm (`validation_lm`; None: fitted here)."""
+  decode.dag_lm_order joins dag_lm (`validation_lm`; None: fitted here). With
+  decode.dag_beam_grid (`parse_beam_grid`), the DAG beam decodes once per setting (n-gram
+  weight, length normalisation) in place of decode.dag_lm_weight and decode.dag_length_norm,
+  and the best BLEU is the validation's (the first setting on a tie), its setting recorded as
+  valid_dag_lm_weight and valid_dag_length_norm: the beam's settings chosen on the validation
+  split, at every evaluation."""
   c, n = config.decode, config.decode.num_examples
   records = [source[i] for i in range(min(n, len(source)))]
   sources = [r["source"].decode() for r in records]
   references = [r["target"].decode() for r in records]
-  hypotheses = translate(
-    model,
-    tok,
-    sources,
-    jax.random.key(config.seed),
-    batch_size=c.batch_size,
-    num_steps=c.num_steps,
-    num_lengths=c.num_lengths,
-    remask_stutter=c.remask_stutter,
-    beam_size=c.get("beam_size", 1),
-    length_penalty=c.get("length_penalty", 0.6),
-    decoder=c.get("decoder", "paper"),
-    blank_penalty=c.get("blank_penalty", 0.0),
-    dag_decoder=c.get("dag_decoder", "lookahead"),
-    dag_lm=dag_lm if dag_lm is not None else validation_lm(config, tok),
-    dag_lm_weight=c.get("dag_lm_weight", 0.0),
-    dag_length_norm=c.get("dag_length_norm", 0.0),
-  )
-  score = metrics.bleu(hypotheses, references, config.data.target_lang)
-  return {
+  grid = parse_beam_grid(c.get("dag_beam_grid", ""))
+  settings = grid or ((c.get("dag_lm_weight", 0.0), c.get("dag_length_norm", 0.0)),)
+  lm = dag_lm if dag_lm is not None else validation_lm(config, tok)
+  best = None
+  for w, b in settings:
+    hypotheses = translate(
+      model,
+      tok,
+      sources,
+      jax.random.key(config.seed),
+      batch_size=c.batch_size,
+      num_steps=c.num_steps,
+      num_lengths=c.num_lengths,
+      remask_stutter=c.remask_stutter,
+      beam_size=c.get("beam_size", 1),
+      length_penalty=c.get("length_penalty", 0.6),
+      decoder=c.get("decoder", "paper"),
+      blank_penalty=c.get("blank_penalty", 0.0),
+      dag_decoder=c.get("dag_decoder", "lookahead"),
+      dag_lm=lm,
+      dag_lm_weight=w,
+      dag_length_norm=b,
+    )
+    score = metrics.bleu(hypotheses, references, config.data.target_lang)
+    if best is None or score.score > best[0].score:
+      best = (score, hypotheses, w, b)
+  score, hypotheses, w, b = best
+  record = {
     "valid_bleu": score.score,
     "bleu_signature": score.signature,
     "valid_stutter": metrics.stutter_rate(hypotheses, references),
     "example": {"source": sources[0], "reference": references[0], "hypothesis": hypotheses[0]},
   }
+  if grid:
+    record.update(valid_dag_lm_weight=w, valid_dag_length_norm=b)
+  return record

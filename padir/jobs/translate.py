@@ -42,6 +42,7 @@ from padir.data import corpus, vocab
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import dag as dag_decoding
 from padir.decoding import decoders, ngram, refinement
+from padir.evaluation import translation
 from padir.model import restore
 from padir.model import transformer as model_lib
 
@@ -163,6 +164,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   order = checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
   norm = checks.check_float(config, "dag_length_norm", lo=0)
+  _check_bool(config, "dag_beam_from_run")
   if kind == "dag" and norm:
     checks.check(
       strategy == "beam",
@@ -260,6 +262,23 @@ def decoder(
       dag_length_norm=config.dag_length_norm if config.dag_strategy == "beam" else 0.0,
     )
   return decoders.Decoder("translate", "padir", options(config), trim=config.trim)
+
+
+def run_beam_setting(
+  config: ml_collections.ConfigDict, kind: str, lm: ngram.NgramLM | None
+) -> tuple[ml_collections.ConfigDict, int | None]:
+  """With config.dag_beam_from_run, a DAG beam with an n-gram model decodes at the (weight,
+  length normalisation) the run's validation chose at the decoded checkpoint's step
+  (translation.chosen_beam_setting): (the config with them, that step); else (config, None)."""
+  if kind != "dag" or config.dag_strategy != "beam" or lm is None or not config.dag_beam_from_run:
+    return config, None
+  step = config.step or max(restore.checkpoint_steps(config.checkpoint))
+  chosen = translation.chosen_beam_setting(config.checkpoint, step)
+  if chosen is None:
+    return config, None
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.dag_lm_weight, config.dag_length_norm = chosen
+  return config, step
 
 
 def dag_lm(
@@ -398,6 +417,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     model, tok, trained = restore.load_model(config.checkpoint, config.step or None)
     kind = check_decoder(config, model.cfg)
     lm = dag_lm(config, trained, tok, kind)
+    config, from_run = run_beam_setting(config, kind, lm)
     ar_model = None
     if config.rerank == "ar" and model.cfg.decoder == "nar":
       ar_model, ar_tok, _ = restore.load_model(config.rerank_checkpoint)
@@ -428,6 +448,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         else {k: getattr(dec, k) for k in OTHER_OPTIONS[dec.kind]}
       ),
     }
+    if from_run is not None:  # the beam's weight and normalisation: the run's validation's
+      results["options"]["dag_beam_chosen_at_step"] = from_run
     rd.write_results(results)
     rd.write_report(
       "# Translation\n\n"

@@ -252,6 +252,21 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         value,
         f"{what} the DAG's beam search only: set decode.dag_decoder='beam' or decode.{key}=0",
       )
+  if _has(config, "decode.dag_beam_grid"):
+    grid = checks.get(config, "decode.dag_beam_grid")
+    try:
+      checks.check(isinstance(grid, str), "decode.dag_beam_grid", grid, "must be a string")
+      parsed = evaluate.parse_beam_grid(grid)
+    except ValueError as e:
+      raise checks.ConfigError(
+        "decode.dag_beam_grid", grid, f"must be 'w:b,w:b,...' or '' (none): {e}"
+      ) from None
+    checks.check(
+      not parsed or config.decode.get("dag_decoder") == "beam",
+      "decode.dag_beam_grid",
+      grid,
+      "settings of the DAG's beam search: set decode.dag_decoder='beam' or decode.dag_beam_grid=''",
+    )
   if _has(config, "model.ctc_upsample_max"):
     k_max = checks.check_float(config, "model.ctc_upsample_max", lo=0)
     checks.check(

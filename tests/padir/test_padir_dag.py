@@ -4,9 +4,11 @@ vertices, the decoders return the paths their rules define, glancing reveals the
 says on hand-made predictions, and a tiny model trains with a finite, decreasing loss."""
 
 import itertools
+import json
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 import pytest
@@ -371,6 +373,76 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path, monkeypatch):
     training.validate(c)
 
 
+def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeypatch):
+  """With decode.dag_beam_grid, validation decodes once per (n-gram weight, length
+  normalisation) and reports the best BLEU, computed here from the same hypotheses, with its
+  setting (the first one on a tie); without a grid, the one fixed setting and no choice."""
+  from padir.evaluation import metrics, translation
+
+  refs = ["a b c d", "e f g h", "a c e g"]
+  made = {  # each setting's hypotheses: (1, 1) and (0.5, 0.5) both exact, (1, 1) first
+    (1.5, 1.5): ["a b c d a b c d", "e f g h", "a c e g"],
+    (1.0, 1.0): refs,
+    (0.5, 0.5): refs,
+    (0.0, 2.0): ["a b", "e f", "a"],
+  }
+  asked = []
+
+  def fake_translate(model, tok, sources, key, *, dag_lm_weight, dag_length_norm, **kw):
+    asked.append((dag_lm_weight, dag_length_norm))
+    return made[(dag_lm_weight, dag_length_norm)]
+
+  monkeypatch.setattr(translation, "translate", fake_translate)
+  monkeypatch.setattr(translation, "validation_lm", lambda config, tok: None)
+  source = [{"source": s.encode(), "target": r.encode()} for s, r in zip(["x", "y", "z"], refs)]
+  config = ml_collections.ConfigDict(
+    {
+      "seed": 0,
+      "data": {"target_lang": "cx"},
+      "decode": {
+        "num_examples": 3,
+        "batch_size": 3,
+        "num_steps": 1,
+        "num_lengths": 1,
+        "remask_stutter": False,
+        "dag_decoder": "beam",
+        "dag_lm_weight": 0.0,
+        "dag_length_norm": 2.0,
+        "dag_beam_grid": "1.5:1.5, 1.0:1.0,0.5:0.5",
+      },
+    }
+  )
+  record = translation.validation_translation(None, source, None, config)
+  assert asked == [(1.5, 1.5), (1.0, 1.0), (0.5, 0.5)]
+  assert (
+    record["valid_bleu"]
+    == metrics.bleu(refs, refs, "cx").score
+    > (metrics.bleu(made[(1.5, 1.5)], refs, "cx").score)
+  )
+  assert (record["valid_dag_lm_weight"], record["valid_dag_length_norm"]) == (1.0, 1.0)
+  config.decode.dag_beam_grid = ""
+  record = translation.validation_translation(None, source, None, config)
+  assert asked[-1] == (0.0, 2.0) and "valid_dag_lm_weight" not in record
+  assert record["valid_bleu"] == metrics.bleu(made[(0.0, 2.0)], refs, "cx").score
+
+
+@pytest.mark.parametrize(
+  "grid, match",
+  [("1.0", "not 'w:b'"), ("1:x", "not 'w:b'"), ("1:1:1", "not 'w:b'"), ("-1:1", ">= 0")],
+)
+def test_a_bad_beam_grid_is_one_line_naming_the_entry(toy_corpus, grid, match):
+  c = tiny_run_config(toy_corpus, steps=2)
+  c.model.dag_upsample = 2
+  c.decode.update(dag_decoder="beam", dag_beam_grid=grid)
+  with pytest.raises(ConfigError, match=f"decode.dag_beam_grid={grid!r}.*{match}"):
+    training.validate(c)
+  c.decode.update(dag_decoder="lookahead", dag_beam_grid="1:1")
+  with pytest.raises(ConfigError, match="decode.dag_beam_grid.*dag_decoder='beam'"):
+    training.validate(c)
+  c.decode.dag_beam_grid = ""
+  training.validate(c)
+
+
 @pytest.mark.slow  # a training step, then the translate job's beam with its n-gram model
 def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_corpus, tmp_path):
   from configs import padir_translate
@@ -378,7 +450,14 @@ def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_co
 
   c = tiny_run_config(toy_corpus, steps=1, eval_every=1)
   c.model.dag_upsample = 2
+  # validation chooses the beam's weight and normalisation from a grid; translate uses its pick
+  c.decode.update(
+    num_examples=4, dag_decoder="beam", dag_lm_order=2, dag_beam_grid="0.3:1.0,0.7:0.5"
+  )
   train_job.run(c, str(tmp_path / "dag"))
+  pick = [r for r in map(json.loads, open(tmp_path / "dag" / "metrics.jsonl")) if "valid_bleu" in r]
+  pick = (pick[-1]["valid_dag_lm_weight"], pick[-1]["valid_dag_length_norm"])
+  assert pick in ((0.3, 1.0), (0.7, 0.5))
   sources = tmp_path / "sources.txt"
   sources.write_text("a b c\n\nb c\n", encoding="utf-8")
   config = padir_translate.get_config()
@@ -392,7 +471,13 @@ def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_co
   translate_job.validate(config)
   results = translate_job.run(config, str(tmp_path / "translate"))
   assert results["decoder"] == "dag" and results["options"]["dag_strategy"] == "beam"
+  o = results["options"]
+  assert (o["dag_lm_weight"], o["dag_length_norm"], o["dag_beam_chosen_at_step"]) == (*pick, 1)
+  config.dag_beam_from_run = False  # the config's own weight and normalisation
+  results = translate_job.run(config, str(tmp_path / "translate_fixed"))
+  assert "dag_beam_chosen_at_step" not in results["options"]
   assert results["options"]["dag_length_norm"] == config.dag_length_norm > 0
+  assert results["options"]["dag_lm_weight"] == config.dag_lm_weight
   assert results["translated"] == 2 and [s["line"] for s in results["skipped"]] == [2]
   assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 4
   config.dag_strategy = "lookahead"

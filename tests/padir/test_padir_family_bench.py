@@ -34,6 +34,7 @@ def _args(**over):
   import argparse
 
   base = dict(dag_upsample=2, ctc_upsample=2.0, pairs=300, tiny=True, grammar_seed=0)
+  base.update(dag_beam_grid="", dag_lm_weight=1.5, dag_length_norm=1.5)
   base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
   return argparse.Namespace(**{**base, **over})
 
@@ -81,9 +82,32 @@ def test_the_dag_validates_with_its_beam_and_n_gram_model(tmp_path):
     1.5,
   )
   family.training.validate(family.run_config("dag", "sov", str(tmp_path), args))
+  args.dag_beam_grid = family.padir_family.BEAM_GRID  # the default: chosen at every validation
+  config = family.run_config("dag", "sov", str(tmp_path), args)
+  assert config.decode.dag_beam_grid == args.dag_beam_grid
+  family.training.validate(config)
   args.dag_lm_order = 0
   d = family.run_config("dag", "sov", str(tmp_path), args).decode
   assert (d.dag_decoder, d.dag_lm_order, d.dag_length_norm) == ("lookahead", 0, 0.0)
+  assert d.dag_beam_grid == ""
+
+
+def test_the_beam_lm_row_decodes_with_the_setting_validation_chose_at_its_step(monkeypatch):
+  """The "dag beam+lm" row's weight and length normalisation are the ones the run's validation
+  picked at the evaluation of the checkpoint decoded; without a grid (or a record of the pick)
+  they are the fixed arguments."""
+  evals = [
+    {"step": 250, "valid_bleu": 90.0, "valid_dag_lm_weight": 1.5, "valid_dag_length_norm": 1.5},
+    {"step": 500, "valid_bleu": 95.0, "valid_dag_lm_weight": 1.0, "valid_dag_length_norm": 1.0},
+    {"step": 750, "valid_bleu": 96.0},
+  ]
+  monkeypatch.setattr(family.curves, "read_metrics", lambda workdir: ([], evals))
+  args = _args(dag_beam_grid="1.5:1.5,1.0:1.0", dag_lm_weight=0.3, dag_length_norm=0.7)
+  assert family.beam_setting("wd", 500, args) == (1.0, 1.0)
+  assert family.beam_setting("wd", 250, args) == (1.5, 1.5)
+  assert family.beam_setting("wd", 750, args) == (0.3, 0.7)  # evaluated without the grid
+  args.dag_beam_grid = ""
+  assert family.beam_setting("wd", 500, args) == (0.3, 0.7)
 
 
 def test_the_row_at_the_ars_cpu_decodes_the_last_checkpoint_within_it(monkeypatch):
