@@ -204,12 +204,16 @@ def run_config(
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Trains (or resumes, or finds finished) one run; its timing over every leg. A run whose
   training has ended (`fit` returned: early-stopped or at its last step) is marked so and not
-  opened again, so a rerun of the benchmark adds no time to it."""
-  rd = training.open_run(config, workdir)
-  timing = rd.read_json(TIMING) if os.path.isfile(os.path.join(workdir, TIMING)) else {}
+  opened again, so a rerun of the benchmark adds no time to it, and a config changed since (a
+  validation setting) does not stop its rows from being decoded."""
+  path = os.path.join(workdir, TIMING)
+  timing = {}
+  if os.path.isfile(path):
+    with open(path, encoding="utf-8") as f:
+      timing = json.load(f)
   if timing.get("finished"):
-    rd.close()
     return timing
+  rd = training.open_run(config, workdir)
   wall, cpu, finished = time.time(), cpu_seconds(), False
   try:
     training.fit(config, rd)

@@ -2,6 +2,7 @@
 the model's last evaluation reached by then (its CPU per step constant), and the interval against
 AR greedy is the paired bootstrap's; the DAG validates with the decoder its last row reports."""
 
+import pytest
 from padir_util import benchmark_module
 
 from padir.evaluation import metrics
@@ -157,3 +158,6 @@ def test_a_finished_run_is_not_opened_again_and_adds_no_time(tmp_path, monkeypat
   second = family.train(config, workdir)
   assert second["finished"] is True and second["cpu"] >= first["cpu"] and len(fits) == 2
   assert family.train(config, workdir) == second and len(fits) == 2
+  # finished, it is not opened: a config changed since (here another model's) is no refusal
+  monkeypatch.setattr(family.training, "open_run", lambda c, w: pytest.fail("opened"))
+  assert family.train(family.model_config("dag", 2), workdir) == second
