@@ -63,6 +63,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.dag_lm_order = 5  # the n-gram model's order; 0 = no "dag-beam-lm" row
   c.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
   c.dag_length_norm = 1.5  # that row's score / |y|^this (the translate job's default)
+  c.dag_beam_from_run = True  # a run validated on a grid: its pick replaces the two above
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

@@ -19,6 +19,7 @@ from padir.decoding import autoregressive as decode
 from padir.decoding import ctc, ngram, refinement
 from padir.decoding import dag as dag_decoding
 from padir.evaluation import curves, metrics
+from padir.model import restore
 from padir.model import transformer as model_lib
 
 
@@ -290,6 +291,21 @@ def chosen_beam_setting(workdir: str, step: int) -> tuple[float, float] | None:
   if not chosen:
     return None
   return float(chosen[-1]["valid_dag_lm_weight"]), float(chosen[-1]["valid_dag_length_norm"])
+
+
+def with_chosen_beam(
+  config: ml_collections.ConfigDict, run_dir: str, step: int | None
+) -> tuple[ml_collections.ConfigDict, int | None]:
+  """A decoding job's config (its dag_lm_weight and dag_length_norm keys) with the DAG beam's
+  settings a run's validation chose at checkpoint `step` (None: the latest) in their place,
+  and that step; (config, None) where the run chose none there (`chosen_beam_setting`)."""
+  at = step if step is not None else max(restore.checkpoint_steps(run_dir), default=None)
+  chosen = None if at is None else chosen_beam_setting(run_dir, at)
+  if chosen is None:
+    return config, None
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.dag_lm_weight, config.dag_length_norm = chosen
+  return config, at
 
 
 def validation_translation(

@@ -117,6 +117,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
   checks.check_float(config, "dag_length_norm", lo=0)
+  checks.check(
+    isinstance(config.dag_beam_from_run, bool),
+    "dag_beam_from_run",
+    config.dag_beam_from_run,
+    "must be True or False",
+  )
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -289,6 +295,10 @@ def evaluate_checkpoint(
       penalty = choice["chosen"]
   is_dag = bool(model.cfg.dag_upsample)
   lm = ngram.from_corpus(d, tok, config.dag_lm_order) if is_dag and config.dag_lm_order else None
+  if lm is not None and config.dag_beam_from_run:  # the run's validation's pick, if it made one
+    config, _ = evaluate.with_chosen_beam(
+      config, run_dir, None if step is None else max(_steps(step))
+    )
   for i, dec in enumerate(decoders(config, kind, is_ctc, penalty, dag=is_dag, lm=lm)):
     fn = decoding.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)

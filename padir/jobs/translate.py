@@ -272,13 +272,7 @@ def run_beam_setting(
   (translation.chosen_beam_setting): (the config with them, that step); else (config, None)."""
   if kind != "dag" or config.dag_strategy != "beam" or lm is None or not config.dag_beam_from_run:
     return config, None
-  step = config.step or max(restore.checkpoint_steps(config.checkpoint))
-  chosen = translation.chosen_beam_setting(config.checkpoint, step)
-  if chosen is None:
-    return config, None
-  config = ml_collections.ConfigDict(config.to_dict())
-  config.dag_lm_weight, config.dag_length_norm = chosen
-  return config, step
+  return translation.with_chosen_beam(config, config.checkpoint, config.step or None)
 
 
 def dag_lm(

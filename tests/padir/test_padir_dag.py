@@ -547,6 +547,32 @@ def test_the_evaluation_job_gives_a_dag_model_its_strategies_and_the_n_gram_beam
   assert last.dag_length_norm == config.dag_length_norm
 
 
+def test_decoding_jobs_take_the_beam_settings_the_run_s_validation_picked(tmp_path, monkeypatch):
+  """with_chosen_beam (the translate and evaluation jobs' dag_beam_from_run): the weight and
+  exponent of the run's evaluation at the checkpoint decoded (default its latest), the job's
+  own where that evaluation picked none; the job's config itself is left as it was."""
+  from configs import padir_eval
+  from padir.evaluation import translation
+
+  records = [
+    {"step": 500, "valid_bleu": 90.0, "valid_dag_lm_weight": 0.5, "valid_dag_length_norm": 1.0},
+    {"step": 1000, "valid_bleu": 95.0, "valid_dag_lm_weight": 1.0, "valid_dag_length_norm": 1.5},
+    {"step": 1500, "valid_bleu": 96.0},  # validated without a grid
+  ]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  steps = [500, 1000]
+  monkeypatch.setattr(translation.restore, "checkpoint_steps", lambda run: steps)
+  config = padir_eval.get_config()
+  own = (config.dag_lm_weight, config.dag_length_norm)
+  picked, at = translation.with_chosen_beam(config, str(tmp_path), None)
+  assert (picked.dag_lm_weight, picked.dag_length_norm, at) == (1.0, 1.5, 1000)
+  picked, at = translation.with_chosen_beam(config, str(tmp_path), 500)
+  assert (picked.dag_lm_weight, picked.dag_length_norm, at) == (0.5, 1.0, 500)
+  assert (config.dag_lm_weight, config.dag_length_norm) == own
+  steps.append(1500)
+  assert translation.with_chosen_beam(config, str(tmp_path), None) == (config, None)
+
+
 def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss():
   """The graph over the vertex positions the batch's rows use (padir.decoding.ctc.batch_slots:
   k x the longest source) gives the full graph's loss and gradient: every later vertex is PAD."""
