@@ -267,8 +267,9 @@ class Results:
   """The results file: one JSON line per finished row, note and section end, appended and
   flushed at once, so a run killed at its lease's end keeps every row it finished."""
 
-  def __init__(self, path: pathlib.Path | None):
+  def __init__(self, path: pathlib.Path | None, t0: float | None = None):
     self.path = path
+    self.t0 = time.perf_counter() if t0 is None else t0  # each record's t_s counts from here
     if path is not None:
       path.parent.mkdir(parents=True, exist_ok=True)
       path.write_text("")
@@ -276,8 +277,9 @@ class Results:
   def write(self, kind: str, **fields) -> None:
     if self.path is None:
       return
+    t_s = time.perf_counter() - self.t0  # when it was written, seconds into the run
     with open(self.path, "a", encoding="utf-8") as f:
-      f.write(json.dumps({"kind": kind, **fields}, default=float) + "\n")
+      f.write(json.dumps({"kind": kind, **fields, "t_s": t_s}, default=float) + "\n")
 
 
 class Section:
@@ -1497,7 +1499,7 @@ def main(argv: list[str] | None = None) -> int:
   from gmlm import compile_cache
 
   out = pathlib.Path(a.out)
-  results = Results(out / "results.jsonl")
+  results = Results(out / "results.jsonl", t0)
   results.write("header", tiny=a.tiny, budget_s=a.budget, order=names)
   ctx = Context(TINY if a.tiny else FULL, a.tiny)
   deadline = t0 + a.budget

@@ -136,10 +136,9 @@ def _records(path: pathlib.Path) -> list[dict]:
 
 def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path):
   """--budget bounds the run, compiles included: with 12 s for sections whose tiny rows take
-  longer in all (PaDIR's training step alone compiles in ~10-40 s here), the run ends within
-  the budget (plus the interpreter's start, the report and the one row running at the
-  deadline), skips rows with a note naming the prediction, and every row it finished is in
-  results.jsonl."""
+  longer in all (PaDIR's training step alone compiles in ~10-40 s here), every row starts
+  before the deadline (a row runs to its end once admitted), rows that will not fit are
+  skipped with a note naming the prediction, and every row finished is in results.jsonl."""
   budget = 12  # below the padir section's first-row prior (20 s), so it must skip
   t0 = time.monotonic()
   proc = _suite(
@@ -150,14 +149,14 @@ def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path
   result = json.loads((tmp_path / "accelerator.json").read_text())
   rows = [r for r in _records(tmp_path / "results.jsonl") if r["kind"] == "row"]
   assert len(rows) == sum(len(sec["rows"]) for sec in result["sections"].values()) > 0
-  # A row is not cut short once admitted, so the run may pass its budget by the one row that
-  # was running at the deadline (its prediction made from an earlier row: on a loaded machine
-  # it can run longer), never by more: every row after the deadline is skipped.
-  longest = max(r["wall_s"] for r in rows)
-  assert result["wall_s"] <= budget + 5 + longest and wall <= budget + 30 + longest, (
+  # a row's wall_s counts from its admission; t_s is when it was written
+  starts = [r["t_s"] - r["wall_s"] for r in rows]
+  assert max(starts) < budget, (starts, out[-3000:])
+  # The time outside rows (imports, models built, the report) is not the budget's to cut: ~5 s
+  # quiet here, 26 s beside three trainings; a run that ignored the budget takes minutes.
+  assert result["wall_s"] <= 4 * (budget + 5) and wall <= 4 * (budget + 5) + 30, (
     result["wall_s"],
     wall,
-    longest,
     out[-3000:],
   )
   notes = [n for sec in result["sections"].values() for n in sec["notes"]]
