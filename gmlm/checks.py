@@ -43,6 +43,12 @@ def check(ok: bool, key: str, value: Any, allowed: str) -> None:
     raise ConfigError(key, value, allowed)
 
 
+def check_bool(config: Any, key: str) -> bool:
+  v = get(config, key)
+  check(isinstance(v, bool), key, v, "must be True or False")
+  return v
+
+
 def check_int(config: Any, key: str, lo: int | None = None, hi: int | None = None) -> int:
   """An integer in [lo, hi] (bounds inclusive, None = unbounded)."""
   v = get(config, key)

@@ -117,12 +117,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
   checks.check_float(config, "dag_length_norm", lo=0)
-  checks.check(
-    isinstance(config.dag_beam_from_run, bool),
-    "dag_beam_from_run",
-    config.dag_beam_from_run,
-    "must be True or False",
-  )
+  checks.check_bool(config, "dag_beam_from_run")
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:

@@ -64,11 +64,6 @@ QUICKEST = (
 )
 
 
-def _check_bool(config: Any, key: str) -> None:
-  v = checks.get(config, key)
-  checks.check(isinstance(v, bool), key, v, "must be True or False")
-
-
 def check_run(config: Any, key: str, decoder: str | None = None) -> ml_collections.ConfigDict:
   """The training config of the run directory at config[key] (read from its JSON, nothing
   loaded): a PaDIR / AR training run with at least one checkpoint (of `decoder` if given)."""
@@ -156,7 +151,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "batch_size", lo=1)
   checks.check_int(config, "seed", lo=0)
   checks.check_int(config, "trim", lo=0)
-  _check_bool(config, "progress_bar")
+  checks.check_bool(config, "progress_bar")
   checks.check_float(config, "length_penalty")
   checks.check_int(config, "ctc_passes", lo=1)
   checks.check_float(config, "ctc_blank_penalty", lo=0)
@@ -164,7 +159,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   order = checks.check_int(config, "dag_lm_order", lo=0)
   checks.check_float(config, "dag_lm_weight", lo=0)
   norm = checks.check_float(config, "dag_length_norm", lo=0)
-  _check_bool(config, "dag_beam_from_run")
+  checks.check_bool(config, "dag_beam_from_run")
   if kind == "dag" and norm:
     checks.check(
       strategy == "beam",
@@ -203,9 +198,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_choice(config, "drop", refinement.DROPS)
   checks.check_choice(config, "score", refinement.SCORES)
   checks.check_float(config, "brevity_alpha", lo=0)
-  _check_bool(config, "early_stop")
-  _check_bool(config, "cache_cross")
-  _check_bool(config, "length_prior")
+  checks.check_bool(config, "early_stop")
+  checks.check_bool(config, "cache_cross")
+  checks.check_bool(config, "length_prior")
   checks.check_choice(config, "remask", refinement.REMASKS)
   checks.check_choice(config, "row_stop", refinement.ROW_STOPS)
   checks.check_float(config, "temperature", lo=0, inf_ok=True)

@@ -48,11 +48,6 @@ from padir.training import early_stopping, optim, throughput, warm_start
 from padir.training import sharding as sharding_lib
 
 
-def _check_bool(config: Any, key: str) -> None:
-  v = checks.get(config, key)
-  checks.check(isinstance(v, bool), key, v, "must be True or False")
-
-
 def _check_str(config: Any, key: str, *, empty_ok: bool = True) -> None:
   v = checks.get(config, key)
   checks.check(
@@ -87,11 +82,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     "train.progress_bar",
     "decode.remask_stutter",
   ):
-    _check_bool(config, key)
+    checks.check_bool(config, key)
   if _has(config, "decode.decoder"):
     checks.check_choice(config, "decode.decoder", (*refinement.VARIANTS, "legacy"))
   if _has(config, "data.prepare_bible"):
-    _check_bool(config, "data.prepare_bible")
+    checks.check_bool(config, "data.prepare_bible")
   if _has(config, "data.grammar_task"):
     checks.check_choice(config, "data.grammar_task", ("", *grammar.FAMILY))
     for key, lo in (("data.grammar_seed", 0), ("data.grammar_pairs", 1)):
@@ -175,7 +170,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
       "must be 'scan', 'loop' or 'auto' (the scan on an accelerator, the loop on a CPU)",
     )
   if _has(config, "train.optimizer_by_shape"):
-    _check_bool(config, "train.optimizer_by_shape")
+    checks.check_bool(config, "train.optimizer_by_shape")
   if _has(config, "model.remat"):
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
   if _has(config, "loss.logits_chunk"):
@@ -254,8 +249,8 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
       )
   if _has(config, "decode.dag_beam_grid"):
     grid = checks.get(config, "decode.dag_beam_grid")
+    checks.check(isinstance(grid, str), "decode.dag_beam_grid", grid, "must be a string")
     try:
-      checks.check(isinstance(grid, str), "decode.dag_beam_grid", grid, "must be a string")
       parsed = evaluate.parse_beam_grid(grid)
     except ValueError as e:
       raise checks.ConfigError(
