@@ -50,6 +50,7 @@ from typing import Sequence
 
 import numpy as np
 
+from gmlm.runs import atomic_write_text
 from padir.data import synthetic
 
 ORDERS = ("SVO", "SOV", "VSO", "VOS", "OSV", "OVS")
@@ -290,14 +291,17 @@ def make_pairs(n: int, seed: int, grammar: Grammar) -> list[tuple[str, str]]:
 def write_corpus(
   out_dir: str, sizes: dict[str, int], knobs: Knobs = Knobs(), seed: int = 0
 ) -> dict:
-  """Writes {split}.tsv (train first in the stream) and manifest.json; returns the manifest."""
+  """Writes {split}.tsv (train first in the stream) and manifest.json; returns the manifest.
+  Each file is written whole beside its path and renamed into place, the manifest last, so two
+  runs that start together on a missing corpus (two models of one task) both write it and
+  neither reads a file the other is still writing."""
   grammar = make_grammar(knobs, seed)
   pairs = make_pairs(sum(sizes.values()), seed, grammar)
   os.makedirs(out_dir, exist_ok=True)
   start, counts = 0, {}
   for split, n in sizes.items():
-    with open(os.path.join(out_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
-      f.writelines(f"{s}\t{t}\n" for s, t in pairs[start : start + n])
+    text = "".join(f"{s}\t{t}\n" for s, t in pairs[start : start + n])
+    atomic_write_text(os.path.join(out_dir, f"{split}.tsv"), text)
     counts[split], start = n, start + n
   lengths = [len(s.split()) for s, _ in pairs]
   manifest = {
@@ -314,8 +318,7 @@ def write_corpus(
     "particle": grammar.particle,
     "agreement": list(grammar.agreement),
   }
-  with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
-    json.dump(manifest, f, indent=2)
+  atomic_write_text(os.path.join(out_dir, "manifest.json"), json.dumps(manifest, indent=2))
   return manifest
 
 
@@ -344,6 +347,7 @@ def prepare_if_missing(out_dir: str, task: str, seed: int = 0, train_pairs: int 
       f"elsewhere"
     )
   return manifest
+
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

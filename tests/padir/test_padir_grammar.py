@@ -145,6 +145,33 @@ def test_the_same_seed_gives_the_same_corpus_byte_for_byte(tmp_path):
   assert manifest["counts"] == sizes and 30 <= manifest["source_words"][0]
 
 
+def test_a_corpus_written_again_beside_its_readers_is_never_seen_part_written(
+  tmp_path, monkeypatch
+):
+  """Two runs of one task that start together both write its missing corpus: each file is put in
+  place whole (renamed in), the manifest last, so a reader of the first run's files never opens
+  one the second is still writing. Checked at every file the second write puts in place: all
+  the corpus's files on disk are then whole (the first write's bytes)."""
+  sizes = {"train": 300, "valid": 20, "test": 20}
+  out = tmp_path / "task"
+  g.write_corpus(str(out), sizes, g.FAMILY["sov"], seed=2)
+  names = ("train.tsv", "valid.tsv", "test.tsv", "manifest.json")
+  whole = {n: (out / n).read_bytes() for n in names}
+  placed, replace = [], g.os.replace
+
+  def checked_replace(src, dst):
+    for n in names:
+      assert (out / n).read_bytes() == whole[n], f"{n} is part-written while {dst} is placed"
+    placed.append(g.os.path.basename(dst))
+    replace(src, dst)
+
+  monkeypatch.setattr(g.os, "replace", checked_replace)
+  g.write_corpus(str(out), sizes, g.FAMILY["sov"], seed=2)
+  assert placed == list(names)  # every file renamed in, the manifest last
+  assert {n: (out / n).read_bytes() for n in names} == whole
+  assert not [p.name for p in out.iterdir() if p.name not in names]  # no temporary left behind
+
+
 def test_the_family_has_sov_vso_mirror_and_a_long_task_and_the_cli_writes_one(tmp_path):
   assert {"SOV", "VSO"} <= {k.order for k in g.FAMILY.values()}
   assert any(k.mirror for k in g.FAMILY.values()) and len(g.FAMILY) >= 6
