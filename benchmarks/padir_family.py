@@ -496,6 +496,8 @@ def main(argv=None) -> int:
       for r in task_rows:
         r.errors = errors.analyse(r.hypotheses, references, lexicon, markers)
       rows += task_rows
+      if len(tasks) > 1:  # each task's rows as soon as they are in: a task takes hours
+        print(f"{task} done:\n{table(task_rows)}\n", flush=True)
   if args.tiny:
     print("tiny: tasks sov and mirror, AR / CTC / DAG of 1+1 layers (d = 32), at most 30 steps")
   print(table(rows))

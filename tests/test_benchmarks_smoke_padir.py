@@ -26,6 +26,11 @@ def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_o
 @pytest.mark.slow  # six tiny trainings with early stopping, each with its compilations
 def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
   out = run_benchmark("padir_family.py", "--tiny", timeout=900)
+  # each task's table as soon as its rows are in, then the whole table
+  assert (
+    0 <= out.index("sov done:\n|") < out.index("mirror done:\n|") < out.index("| mirror | ar |")
+  )
+  assert out.count("| sov | ar |") == 3  # its task's table, the whole table, the errors table
   for task in ("sov", "mirror"):
     assert re.search(rf"\| {task} \| ar \| [\d.]+ \| reference \| \d+ \| \d+ \| \d+ \| - \|", out)
     assert re.search(rf"\| {task} \| dag beam \|( [\d.]+ \|){{4}} [\d.]+ / [\d.]+ \|", out), out
