@@ -31,6 +31,8 @@ jobs, 2026-11-28; the other tasks are being trained: docs/padir_training.md):
 | mirror | dag (beam 0.5:1.0) | 3,500 (early stop) | 99.59 | -0.38 [-0.63, -0.16] | 3,379 | 61 min |
 | vso, held aside (SEED 1) | ar | 2,750 (early stop) | 99.98 | reference | 2,143 | 31 min |
 | vso, held aside | dag (beam 1.0:1.5) | 3,750 (early stop) | 99.41 | -0.57 [-0.82, -0.35] | 4,078 | 73 min |
+| osv_clause | ar | 3,500 (early stop) | 99.95 | reference | 6,451 * | 101 min * |
+| osv_clause | dag (beam 1.0:1.5) | 4,000 (the cap) | 98.17 | -1.77 [-2.23, -1.36] | 7,814 * | 117 min * |
 | sov | ctc | 4,000 (the cap) | 98.74 | -1.19 [-1.59, -0.82] | 9,751 | (2026-11-27) |
 
 The DAG rows decode with the translate job's default for a DAG run: `python sample.py --config
@@ -38,7 +40,9 @@ configs/padir_translate.py --config.checkpoint=DIR` (DA-Transformer's beam joine
 model of the training targets at the weight w and length exponent b its validation picked,
 padir.decoding.ngram, "beam w:b"; sov and the held-aside draw trained before the grid, their
 validation replayed on it). Wall-clock was measured beside other jobs; quiet, a DAG step takes
-0.56 s (the AR's 0.52), about 35 minutes for sov's 3,250 steps with validation.
+0.56 s (the AR's 0.52), about 35 minutes for sov's 3,250 steps with validation. * osv_clause
+(2026-11-28) ran on a slower machine of the same kind (a quiet AR step 1.0 s), AR and DAG side
+by side: by its quiet step times about 60 and 75 minutes alone there, over the 60-minute budget.
 """
 
 from __future__ import annotations
