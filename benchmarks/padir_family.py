@@ -66,7 +66,7 @@ from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
 from padir.data import grammar, vocab  # noqa: E402
 from padir.decoding import ngram  # noqa: E402
-from padir.evaluation import curves, errors, metrics  # noqa: E402
+from padir.evaluation import curves, dag_search, errors, metrics  # noqa: E402
 from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
 from padir.training import loop as training  # noqa: E402
@@ -268,6 +268,7 @@ class Row:
   delta: str = "reference"
   at_ar_cpu: str = "-"
   errors: errors.Breakdown | None = None
+  search: dag_search.Attribution | None = None  # the "dag beam+lm" rows': search or model
 
 
 def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list[Row]:
@@ -317,21 +318,37 @@ def decode_rows(
   rows = []
   for strategy in strategies:
     with_lm = strategy == "beam+lm"
-    hyps = evaluate.translate(
-      model,
-      tok,
-      sources,
-      jax.random.key(trained.seed),
-      batch_size=c.batch_size,
-      num_steps=c.num_steps,
-      num_lengths=c.num_lengths,
-      beam_size=1,
-      decoder=c.get("decoder", "paper"),
-      blank_penalty=c.get("blank_penalty", 0.0),
-      dag_decoder="beam" if with_lm else strategy,
-      dag_lm=lm if with_lm else None,
-      dag_lm_weight=w,
-      dag_length_norm=b if with_lm else 0.0,
+    attribution = None
+    if with_lm:  # the same beam, its wrong translations put down to search or model
+      attribution = dag_search.attribute(
+        model,
+        tok,
+        sources,
+        references,
+        lm=lm,
+        lm_weight=w,
+        length_norm=b,
+        batch_size=c.batch_size,
+      )
+    hyps = (
+      attribution.hypotheses
+      if with_lm
+      else evaluate.translate(
+        model,
+        tok,
+        sources,
+        jax.random.key(trained.seed),
+        batch_size=c.batch_size,
+        num_steps=c.num_steps,
+        num_lengths=c.num_lengths,
+        beam_size=1,
+        decoder=c.get("decoder", "paper"),
+        blank_penalty=c.get("blank_penalty", 0.0),
+        dag_decoder="beam" if with_lm else strategy,
+        dag_lm=lm if with_lm else None,
+        dag_lm_weight=w,
+        dag_length_norm=b if with_lm else 0.0,
+      )
     )
     suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
     suffix += f"_step{step}" if early else ""
@@ -349,6 +366,7 @@ def decode_rows(
         wall=timing["wall"] * (step / last if early else 1.0),
         cpu=timing["cpu"] * (step / last if early else 1.0),
         evals=bleus,
+        search=attribution,
       )
     )
   return rows
@@ -507,10 +525,25 @@ def main(argv=None) -> int:
       ["task", "model", *errors.HEADER], [[r.task, r.model, *r.errors.row()] for r in rows]
     )
   )
+  searched = [r for r in rows if r.search is not None]
+  if searched:
+    print("\nWhy the DAG beam's translations are wrong (padir.evaluation.dag_search):")
+    print(
+      markdown_table(
+        ["task", "model", *dag_search.HEADER],
+        [[r.task, r.model, *r.search.row()] for r in searched],
+      )
+    )
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
       json.dump(
-        [{k: v for k, v in dataclasses.asdict(r).items() if k != "hypotheses"} for r in rows],
+        [
+          {
+            **{k: v for k, v in dataclasses.asdict(r).items() if k not in ("hypotheses", "search")},
+            **({"search": r.search.summary()} if r.search else {}),
+          }
+          for r in rows
+        ],
         f,
         indent=2,
       )

@@ -41,6 +41,15 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
         rf"\| \d+ \| ([\d.]+|-) \|",
         out,
       ), out
+    # the n-gram beam's wrong translations put down to search or model, shares summing to the
+    # wrong ones (padir.evaluation.dag_search)
+    row = re.search(
+      rf"\| {task} \| dag beam\+lm( \([\d.]+:[\d.]+\))? \|((?: [\d.]+ \|){{5}})\n",
+      out[out.index("Why the DAG beam's translations are wrong") :],
+    )
+    assert row, out
+    wrong, *parts = (float(x) for x in row.group(2).split("|")[:-1])
+    assert abs(wrong - sum(parts)) <= 0.3, row.group(0)
 
 
 @pytest.mark.slow  # a dozen compiles of a tiny training step: minutes on a loaded CPU
