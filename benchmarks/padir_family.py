@@ -344,10 +344,7 @@ def decode_rows(
         beam_size=1,
         decoder=c.get("decoder", "paper"),
         blank_penalty=c.get("blank_penalty", 0.0),
-        dag_decoder="beam" if with_lm else strategy,
-        dag_lm=lm if with_lm else None,
-        dag_lm_weight=w,
-        dag_length_norm=b if with_lm else 0.0,
+        dag_decoder=strategy,
       )
     )
     suffix = {"beam": "_beam", "beam+lm": "_beam_lm"}.get(strategy, "")
