@@ -91,7 +91,7 @@ def cpu_seconds() -> float:
 
 
 def model_config(
-  name: str, dag_upsample: int, ctc_upsample: float = 2.0
+  name: str, dag_upsample: float, ctc_upsample: float = 2.0
 ) -> ml_collections.ConfigDict:
   """The training config of a model (module docstring), before the task's data: the one
   configs/padir_family.py gives users."""
@@ -449,7 +449,7 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
   )
-  parser.add_argument("--dag-upsample", type=int, default=2)
+  parser.add_argument("--dag-upsample", type=float, default=2)
   parser.add_argument(
     "--dag-lm-order",
     type=int,

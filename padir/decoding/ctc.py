@@ -50,37 +50,12 @@ from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import refinement
 from padir.model import losses
 from padir.model import transformer as model_lib
+from padir.model.slots import num_slots, slot_repeats, upsample  # the layout CTC and DAG share
 
 Array = jax.Array
 BLANK_ID = tokenizer_lib.MASK_ID  # the blank: [MASK] never occurs inside a target
 # Never predicted at a slot: the blank is, unlike in refinement (losses.NEVER_PREDICTED).
 NEVER_AT_SLOT = tuple(i for i in tokenizer_lib.NEVER_PREDICTED if i != BLANK_ID)
-
-
-def slot_repeats(S: int, k: float) -> np.ndarray:
-  """[S] how many slots each source position gets: floor((i + 1) k) - floor(i k), so the first
-  n positions get floor(n k) slots in all (k n for an integer k) and a fractional k spreads its
-  extra slots evenly (k = 1.5: 2, 1, 2, 1, ...)."""
-  if not k >= 1:
-    raise ValueError(f"the CTC upsampling factor must be >= 1, got {k}")
-  ends = np.floor(np.arange(S + 1) * np.float64(k) + 1e-9).astype(np.int64)
-  return np.diff(ends)
-
-
-def num_slots(S: int, k: float) -> int:
-  """floor(k S): the alignment slots of S source positions."""
-  return int(slot_repeats(S, k).sum())
-
-
-def upsample(inputs_BS: Array, k: float) -> Array:
-  """[B, floor(k S)] the decoder's first input: each source token repeated k times (an integer
-  k) or by `slot_repeats` (a fractional k >= 1), in order, PAD kept."""
-  if float(k).is_integer() and k >= 1:
-    return jnp.repeat(inputs_BS, int(k), axis=1)
-  repeats = slot_repeats(inputs_BS.shape[1], k)
-  return jnp.repeat(inputs_BS, repeats, axis=1, total_repeat_length=int(repeats.sum()))
-
-
 RATIO_STEP = 0.5
 
 

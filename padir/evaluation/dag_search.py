@@ -38,7 +38,7 @@ from padir.decoding import dag as dag_decoding
 from padir.decoding import ngram
 from padir.evaluation import metrics, translation
 from padir.model import dag as dag_lib
-from padir.model import restore
+from padir.model import restore, slots
 from padir.model import transformer as model_lib
 
 Array = jax.Array
@@ -199,7 +199,7 @@ def attribute(
     src += [src[-1]] * (batch_size - n)
     ref += [ref[-1]] * (batch_size - n)
     inputs_BS = translation.encode_batch(tok, src, batch_size, S)  # as the translate path
-    refs_BT = _encode(tok, ref, max(T, S * model.cfg.dag_upsample))
+    refs_BT = _encode(tok, ref, max(T, slots.num_slots(S, model.cfg.dag_upsample)))
     out = score_batch(
       model,
       jnp.asarray(inputs_BS),
@@ -210,7 +210,10 @@ def attribute(
       int(beam_size),
     )
     out = jax.tree.map(np.asarray, out)
-    vertices_B = model.cfg.dag_upsample * (inputs_BS != tokenizer_lib.PAD_ID).sum(-1)
+    live_BS = inputs_BS != tokenizer_lib.PAD_ID
+    vertices_B = np.array(
+      [slots.num_slots(int(n), model.cfg.dag_upsample) for n in live_BS.sum(-1)]
+    )
     fills += list(((refs_BT != tokenizer_lib.PAD_ID).sum(-1) / vertices_B)[:n])
     for b in range(n):
       hyp = tok.decode(out["tokens"][b][:T])  # cut as padir.decoding.dag.decode cuts

@@ -1,9 +1,10 @@
 """The directed acyclic decoder of DA-Transformer (Huang et al. 2022; issue 43): training.
 
-The non-autoregressive decoder runs over A = k S vertices (k = model.dag_upsample, an integer
->= 2), reading the source tokens each repeated k times as CTC does (PAD stays PAD: a source of n
-tokens gets n_v = k n live vertices). Every vertex v predicts a token, p(y | v), and the link
-head (padir.model.dag_links) the transitions E[v, u] to the later vertices. A translation is a
+The non-autoregressive decoder runs over A = floor(k S) vertices (k = model.dag_upsample >= 2,
+fractional allowed: 2.5), reading the source tokens each repeated k times in CTC's layout
+(padir.model.slots; PAD stays PAD: a source of n tokens gets n_v = floor(k n) live vertices).
+Every vertex v predicts a token, p(y | v), and the link head (padir.model.dag_links) the
+transitions E[v, u] to the later vertices. A translation is a
 path 0 = a_1 < a_2 < ... < a_M = n_v - 1 through the graph with a token at each vertex:
     P(y, a | x) = prod_{i<M} E[a_i, a_{i+1}] prod_i p(y_i | a_i),
 and training maximises the marginal over all paths of the target's length M (EOS included),
@@ -33,18 +34,19 @@ import jax.numpy as jnp
 from flax import struct
 
 from padir.data import tokenizer as tokenizer_lib
-from padir.model import losses
+from padir.model import losses, slots
 from padir.model import transformer as model_lib
 from padir.model.dag_links import NEG
 
 Array = jax.Array
 
 
-def upsample(inputs_BS: Array, k: int) -> Array:
-  """[B, k S] the decoder's input: each source token repeated k times, PAD kept."""
-  if int(k) != k or k < 2:
-    raise ValueError(f"the DAG upsampling factor must be an integer >= 2, got {k}")
-  return jnp.repeat(inputs_BS, int(k), axis=1)
+def upsample(inputs_BS: Array, k: float) -> Array:
+  """[B, floor(k S)] the decoder's input: each source token repeated k times, a fractional k
+  spread evenly (padir.model.slots), PAD kept."""
+  if not k >= 2:
+    raise ValueError(f"the DAG upsampling factor must be >= 2, got {k}")
+  return slots.upsample(inputs_BS, k)
 
 
 def token_logprobs(logits_BAV: Array) -> Array:

@@ -16,7 +16,7 @@
 - Decoder `ar` (baseline): the same layers with causal masks, fed the right-shifted target.
 - ctc_upsample = k > 0 (off by default): the `nar` decoder runs over k x source-length alignment
   slots and is trained with CTC (padir.decoding.ctc); its positional embeddings cover decoder_length.
-- dag_upsample = k >= 2 (off by default): the `nar` decoder runs over k x source-length vertices
+- dag_upsample = k >= 2 (off by default): the `nar` decoder runs over floor(k x source-length) vertices
   of DA-Transformer's directed acyclic graph, with a link head (padir.model.dag_links) for the
   transitions; trained by padir.model.dag, decoded by padir.decoding.dag.
 
@@ -89,9 +89,9 @@ class ModelConfig:
   # K > ctc_upsample: in training each batch's ratio is the smallest of ctc_upsample, + 0.5, ..., K
   # that fits all its targets (padir.decoding.ctc.batch_ratio); 0 = the fixed ratio
   ctc_upsample_max: float = 0
-  # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over k x source vertices
-  # (padir.model.dag); 0 = off
-  dag_upsample: int = 0
+  # k >= 2: the nar decoder is DA-Transformer's directed acyclic decoder over floor(k x source)
+  # vertices (padir.model.dag), fractional allowed (2.5); 0 = off
+  dag_upsample: float = 0
   # "scan": each layer kind's parameters stored stacked on a leading axis (padir.model.
   # layer_stack) and the layers run by one jax.lax.scan (traced and compiled once per kind);
   # "loop": stored per layer, run by a Python loop; "auto": the scan on an accelerator, the loop

@@ -219,7 +219,7 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
         config.model.get("max_length_offset", 0),
         "a CTC model (model.ctc_upsample > 0) predicts no length: set it to 0",
       )
-  if _has(config, "model.dag_upsample") and checks.check_int(config, "model.dag_upsample", lo=0):
+  if _has(config, "model.dag_upsample") and checks.check_float(config, "model.dag_upsample", lo=0):
     checks.check(
       config.model.dag_upsample >= 2
       and config.model.decoder == "nar"
@@ -227,7 +227,7 @@ def validate_recipe(config: ml_collections.ConfigDict) -> None:
       and not config.model.get("max_length_offset", 0),
       "model.dag_upsample",
       config.model.dag_upsample,
-      "a DAG decoder needs k >= 2 vertices per source token, model.decoder='nar', no CTC "
+      "a DAG decoder needs k >= 2 vertices per source token (2.5 allowed), model.decoder='nar', no CTC "
       "(model.ctc_upsample=0) and no length head (model.max_length_offset=0)",
     )
   if _has(config, "decode.dag_decoder"):

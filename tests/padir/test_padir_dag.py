@@ -86,6 +86,22 @@ def test_a_target_longer_than_its_vertices_is_infeasible_and_marked():
   assert dag.feasible(live, targets).tolist() == [False, True]
 
 
+@pytest.mark.parametrize("k", [2, 2.5, 3])
+def test_a_source_of_n_tokens_gets_floor_k_n_vertices_each_token_in_order(k):
+  """The graph's vertices: source token i repeated floor((i+1) k) - floor(i k) times (k = 2.5:
+  2, 3, 2, 3, ...), in order, then PAD; built here by a loop over the tokens."""
+  src = np.array([[11, 12, 13, 14, 15], [21, 22, 23, 0, 0], [31, 0, 0, 0, 0]], np.int32)
+  got = np.asarray(dag.upsample(jnp.asarray(src), k))
+  for row, x in zip(src, got):
+    n = int((row != tok.PAD_ID).sum())
+    want = [t for i, t in enumerate(row[:n]) for _ in range(int((i + 1) * k) - int(i * k))]
+    assert len(want) == int(n * k)
+    assert list(x[: len(want)]) == want and (x[len(want) :] == tok.PAD_ID).all()
+  assert got.shape[1] == int(src.shape[1] * k)
+  with pytest.raises(ValueError, match=">= 2"):
+    dag.upsample(jnp.asarray(src), 1.5)
+
+
 def test_viterbi_decoding_returns_the_best_path_by_enumeration():
   logp, links, live = _graph(3, [8, 6, 2, 1])
   tokens, on, score = dag_decoding.viterbi(jnp.asarray(logp), jnp.asarray(links), live)
@@ -303,9 +319,9 @@ def _batch():
   return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
 
 
-@pytest.mark.parametrize("glancing", [None, 0.5])
-def test_a_tiny_dag_model_trains_with_a_finite_decreasing_loss(glancing):
-  model = tiny_model(dag_upsample=2)
+@pytest.mark.parametrize("glancing, k", [(None, 2), (0.5, 2.5)])
+def test_a_tiny_dag_model_trains_with_a_finite_decreasing_loss(glancing, k):
+  model = tiny_model(dag_upsample=k)
   model.train()
   opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
   batch = _batch()
@@ -332,9 +348,10 @@ def test_a_tiny_dag_model_trains_with_a_finite_decreasing_loss(glancing):
 
 def test_a_dag_config_is_checked(toy_corpus):
   c = tiny_run_config(toy_corpus, steps=2)
-  c.model.dag_upsample = 1
-  with pytest.raises(ConfigError, match="model.dag_upsample"):
-    training.validate(c)
+  for k in (1.5, 1):
+    c.model.dag_upsample = k
+    with pytest.raises(ConfigError, match="model.dag_upsample"):
+      training.validate(c)
   c.model.update(dag_upsample=2, ctc_upsample=2)
   with pytest.raises(ConfigError, match="model.dag_upsample"):
     training.validate(c)
@@ -573,16 +590,19 @@ def test_decoding_jobs_take_the_beam_settings_the_run_s_validation_picked(tmp_pa
   assert translation.with_chosen_beam(config, str(tmp_path), None) == (config, None)
 
 
-def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss():
+@pytest.mark.parametrize("k, used, full", [(3, 12, 18), (2.5, 10, 15)])
+def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss(k, used, full):
   """The graph over the vertex positions the batch's rows use (padir.decoding.ctc.batch_slots:
-  k x the longest source) gives the full graph's loss and gradient: every later vertex is PAD."""
+  floor(k x the longest source)) gives the full graph's loss and gradient: every later vertex
+  is PAD."""
   from padir.decoding import ctc
 
-  model = tiny_model(dag_upsample=3, max_source_length=6, max_target_length=6)
-  batch = _batch()  # sources of 4 tokens in a width of 6: 12 of 18 vertices used
+  model = tiny_model(dag_upsample=k, max_source_length=6, max_target_length=6)
+  batch = _batch()  # sources of 4 tokens in a width of 6: floor(4 k) of floor(6 k) vertices
   inputs, targets = np.asarray(batch["inputs"]), np.asarray(batch["targets"])
-  A = ctc.batch_slots(inputs, targets, 3, 0, bucket=1)
-  assert A == 12 and (np.asarray(dag.upsample(batch["inputs"], 3))[:, A:] == tok.PAD_ID).all()
+  A = ctc.batch_slots(inputs, targets, k, 0, bucket=1)
+  x = np.asarray(dag.upsample(batch["inputs"], k))
+  assert (A, x.shape[1]) == (used, full) and (x[:, A:] == tok.PAD_ID).all()
 
   def loss(m, slots):
     return dag.dag_loss(m, batch, num_slots_used=slots)
