@@ -700,7 +700,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   dropout_key = jax.random.key(config.seed, impl="rbg")
   schedule = optim.learning_rate_schedule(t)
   last: dict[str, Any] = {}
-  sums, n_sum, t_start = {}, 0, time.time()
+  sums, n_sum, t_start, t_aside = {}, 0, time.time(), 0.0
   stop_at = min(t.get("stop_at_step") or t.num_train_steps, t.num_train_steps)
   patience = t.get("early_stopping_patience", 0)
   bleus = early_stopping.history(rd.metrics()) if patience else []  # resumed: the logged ones
@@ -735,15 +735,16 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         record = {
           **{f"train_{k}": float(v) / n_sum for k, v in sums.items()},
           "learning_rate": float(schedule(step - 1)),
-          "steps_per_second": n_sum / (time.time() - t_start),
-          **meter.window(time.time() - t_start),
+          "steps_per_second": n_sum / (time.time() - t_start),  # wall clock, evaluations in
+          **meter.window(time.time() - t_start - t_aside),  # the training steps alone
         }
         if not np.isfinite(record["train_loss"]):
           raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
         bar.set_postfix(loss=f"{record['train_loss']:.3f}")
         rd.log_metrics(step, record)
         last.update(step=step, **record)
-        sums, n_sum, t_start = {}, 0, time.time()
+        sums, n_sum, t_start, t_aside = {}, 0, time.time(), 0.0
+      t_eval = time.time()
       if step % t.eval_every == 0 or step == t.num_train_steps:
         model.eval()
         record = evaluate.validation_loss(eval_step, model, sources["valid"], tok, config, place)
@@ -760,6 +761,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         last.update(step=step, **record)
       if step % t.checkpoint_every == 0 or step == stop_at or stopped:
         save(step)
+      t_aside += time.time() - t_eval  # validation and checkpoints: not in step_seconds or MFU
   ckpt.close()
   if rd.writer:
     try:  # the figure and report are a convenience: a failure must not fail a finished run

@@ -6,6 +6,9 @@ devices' peak (gmlm.devices: published per device kind, measured on a CPU).
   batch = place(meter.add(next(train_iter)))     # the host batch of each step
   record.update(meter.window(seconds))           # at each log: the steps since the last one
 
+The seconds are the training steps' alone (padir.training.loop leaves out the validation and
+checkpoints between them; its steps_per_second keeps them, the wall clock of the curves).
+
 Each process counts the rows it reads; a step's FLOPs and tokens are its own times the number
 of processes (every process reads as many rows), and the peak is the sum over all devices.
 """

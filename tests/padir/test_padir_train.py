@@ -211,3 +211,30 @@ def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
   assert "last training loss 7.900, 2.50 s/step" in text
   with pytest.raises(FileNotFoundError, match="not a training run directory"):
     curves.read_metrics(str(tmp_path / "nowhere"))
+
+
+def test_step_seconds_and_mfu_leave_out_the_validation_the_wall_clock_keeps(
+  toy_corpus, tmp_path, monkeypatch
+):
+  """A validation that takes 2 s more (a sleep around the real one) lands in the next window's
+  wall-clock rate (steps_per_second, which the minutes curves sum) and not in its step_seconds,
+  whose FLOPs MFU divides: the two differ by at least the sleep over that window only."""
+  import time
+
+  from padir.evaluation import translation as evaluate
+
+  real = evaluate.validation_loss
+
+  def slow(*args, **kwargs):
+    time.sleep(2.0)
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(evaluate, "validation_loss", slow)
+  c = _config(toy_corpus, steps=4)
+  c.train.update(eval_every=2, log_every=2)
+  train_job.run(c, str(tmp_path / "run"))
+  train = {r["step"]: r for r in _metrics(str(tmp_path / "run")) if "train_loss" in r}
+  wall = {s: 2 / r["steps_per_second"] for s, r in train.items()}  # the window's two steps
+  steps = {s: 2 * r["step_seconds"] for s, r in train.items()}
+  assert wall[4] - steps[4] >= 2.0, (wall, steps)  # the evaluation at step 2, set aside
+  assert wall[2] - steps[2] < 0.5, (wall, steps)  # no evaluation in the first window
