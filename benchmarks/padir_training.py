@@ -2,7 +2,8 @@
 process: the training counterpart of benchmarks/padir_options.py.
 
   python benchmarks/padir_training.py --config configs/padir_synthetic.py \
-      --ar runs/padir_synthetic_ar [--steps 300] [--sentences 256] [--json OUT]
+      --ar runs/padir_synthetic_ar [--steps 300] [--sentences 256] [--dag-upsample 2,2.5,3] \
+      [--json OUT]
   python benchmarks/padir_training.py --tiny        # a tiny model on a tiny corpus: a smoke run
 
 Each option trains PaDIR from the same seed for --steps steps (padir.training.loop.fit in a
@@ -16,6 +17,9 @@ steps) and decodes the first --sentences validation pairs at the end (the config
 - ctc: item 4, CTC over a decoder upsampled 2x (configs/padir_bible_en_es_ctc_distill.with_ctc:
   one stage, one decoding pass, no length head; --blank-penalty when decoding), from scratch;
 - ctc + glancing: the same with glancing over the best alignment, 0.5 -> 0.3 over the steps;
+- dag k=K + glancing (with --dag-upsample K,...): DA-Transformer's graph over K vertices a
+  source token in place of CTC's slots (model.dag_upsample, fractional allowed), glancing on the
+  best path, validated by its lookahead path;
 - paper, again: the first row repeated last, so the gap between the two shows the timing
   noise of the run.
 Per option: seconds per step (the median logged interval after the first, which holds the
@@ -69,7 +73,9 @@ HEADER = [
 ]
 
 
-def options(offset: int, ar: str | None) -> list[tuple[str, dict]]:
+def options(
+  offset: int, ar: str | None, dag_ratios: tuple[float, ...] = ()
+) -> list[tuple[str, dict]]:
   rows = [
     ("paper", {}),
     ("offset", {"offset": offset}),
@@ -79,6 +85,7 @@ def options(offset: int, ar: str | None) -> list[tuple[str, dict]]:
     rows += [("warm start", {"init_from": ar})]
   rows += [("recipe", {"offset": offset, "glancing": True, "init_from": ar or ""})]
   rows += [("ctc", {"ctc": True}), ("ctc + glancing", {"ctc": True, "glancing": True})]
+  rows += [(f"dag k={k:g} + glancing", {"dag": k, "glancing": True}) for k in dag_ratios]
   return rows + [("paper, again", {})]  # the first row's work again: this run's timing noise
 
 
@@ -86,11 +93,16 @@ def option_config(
   base: ml_collections.ConfigDict, opts: dict, blank_penalty: float = 0.0
 ) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict(base.to_dict())
-  if opts.get("ctc"):  # with_ctc's model and loss; the base's schedule, data and evaluations
+  if opts.get("ctc") or opts.get(
+    "dag"
+  ):  # with_ctc's model and loss; the base's schedule, data and evaluations
     config = padir_bible_en_es_ctc_distill.with_ctc(config, init_from=opts.get("init_from", ""))
     config.train.update(base.train.to_dict())
     config.data.bucket_boundaries = base.data.bucket_boundaries
     config.decode.blank_penalty = blank_penalty
+  if opts.get("dag"):  # the same, with DA-Transformer's graph over k vertices a source token
+    config.model.update(ctc_upsample=0, dag_upsample=float(opts["dag"]))
+    config.decode.dag_decoder = "lookahead"  # validated by its path: no n-gram model to fit
   if opts.get("offset") and opts.get("glancing") and "init_from" in opts:
     return padir_bible_en_es_recipe.with_recipe(config, opts["init_from"], opts["offset"])
   if opts.get("offset"):
@@ -238,6 +250,11 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--blank-penalty", type=float, default=0.0, help="the CTC rows' decode.blank_penalty"
   )
+  parser.add_argument(
+    "--dag-upsample",
+    default="",
+    help="DAG rows at these vertex ratios, e.g. 2,2.5,3 (the graph's size against its step cost)",
+  )
   parser.add_argument("--tiny", action="store_true", help="a tiny model and corpus: a smoke run")
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
@@ -249,7 +266,8 @@ def main(argv=None) -> int:
     peak = matmul_peak(256 if args.tiny else 1024)
     print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s (float32, best of 10, this process)")
     rows = []
-    for name, opts in options(args.offset, ar):
+    dag_ratios = tuple(float(k) for k in args.dag_upsample.split(",") if k)
+    for name, opts in options(args.offset, ar, dag_ratios):
       rows.append(run_option(base, name, opts, root, args.blank_penalty))  # same seed, same batches
       print(f"done {name}: {rows[-1]['seconds_per_step']:.3f} s/step", flush=True)
   print(table(rows, peak))

@@ -11,9 +11,10 @@ from test_benchmarks_smoke import run_benchmark
 
 @pytest.mark.slow  # eight tiny trainings, each with its own compilations
 def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_of_peak():
-  out = run_benchmark("padir_training.py", "--tiny", timeout=900)
+  out = run_benchmark("padir_training.py", "--tiny", "--dag-upsample", "2.5", timeout=900)
   assert re.search(r"matmul peak: [\d.]+ GFLOP/s", out), out
   options = ("paper", "offset", "glancing", "warm start", "recipe", "ctc", "ctc + glancing")
+  options += ("dag k=2.5 + glancing",)
   for name in options + ("paper, again",):
     assert re.search(
       rf"\| {re.escape(name)} \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+% \| [\d.]+ \|", out
