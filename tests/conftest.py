@@ -10,6 +10,14 @@ are missing). Helpers shared as plain functions live beside this file (`models_u
 `run_on_devices(script, n, *args)` runs a Python script in a fresh interpreter with n CPU
 devices (the device count is fixed when jax is first imported, so it cannot change in-process).
 
+Compiling is most of the suite's time (tiny models, thousands of programs), so the run gives
+itself and every process it starts jax's persistent compilation cache in a directory of its own
+(made by the first process, shared by the xdist workers and the subprocesses through
+JAX_COMPILATION_CACHE_DIR, removed at the end): a program compiled by one test module is loaded,
+not compiled again, by the next one.
+A JAX_COMPILATION_CACHE_DIR already set is used and kept instead (a warm cache across runs). An
+entry one process reads while another writes it is a warning and a compile (jax catches it).
+
 `--quick` selects the quick tier: every property (test function) once, in its first case, but
 the costly ones (marked slow). At the end of a run the summary counts the properties tested
 (test functions, each case of a parametrized one counted once) beside the cases.
@@ -19,10 +27,35 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
+
+_CACHE_MADE = "GMLM_TEST_CACHE_MADE_BY"  # the pid of the process that made the cache directory
+
+
+def pytest_configure(config):
+  """Before anything compiles (and before xdist starts its workers, which inherit the
+  environment): the compile settings of the module docstring."""
+  if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="gmlm-test-jax-cache-")
+    os.environ[_CACHE_MADE] = str(os.getpid())
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  import jax  # the environment is read when jax is imported: a plugin may have imported it
+
+  jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+  jax.config.update(
+    "jax_persistent_cache_min_compile_time_secs",
+    float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+  )
+
+
+def pytest_unconfigure(config):
+  if os.environ.get(_CACHE_MADE) == str(os.getpid()):
+    shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_addoption(parser):
