@@ -134,6 +134,7 @@ def _records(path: pathlib.Path) -> list[dict]:
   return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # the suite end to end under a budget, in a child interpreter
 def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path):
   """--budget bounds the run, compiles included: with 12 s for sections whose tiny rows take
   longer in all (PaDIR's training step alone compiles in ~10-40 s here), every row starts

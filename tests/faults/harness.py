@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+from conftest import xla_flags
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Wall-clock measurements: the only fields of a resumed run allowed to differ.
@@ -51,7 +52,7 @@ def killed(
     "JAX_PLATFORMS": "cpu",
     "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
   }
-  env.pop("XLA_FLAGS", None)
+  env["XLA_FLAGS"] = xla_flags()  # one device, compiled as the suite compiles
   result = subprocess.run(
     [sys.executable, "-c", _CHILD, str(spec), str(workdir), entry],
     env=env,

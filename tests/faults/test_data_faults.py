@@ -317,6 +317,7 @@ def test_a_bad_corpus_is_refused_before_the_workdir_is_written(tmp_path, fault):
   assert not work.exists()
 
 
+@pytest.mark.slow  # a training after the refusal
 def test_the_corrected_command_then_trains_in_the_same_workdir(tmp_path):
   """A missing train split refused, the corpus made, the same command in the same workdir:
   it trains (a refused run left nothing there for the config guard to refuse)."""

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from conftest import xla_flags
 from harness import REPO
 
 from gmlm import cli, runs
@@ -19,9 +20,8 @@ from gmlm.checks import UserError
 
 
 def _env() -> dict:
-  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO)}
-  for k in ("XLA_FLAGS", "GMLM_FAULT"):
-    env.pop(k, None)
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO), "XLA_FLAGS": xla_flags()}
+  env.pop("GMLM_FAULT", None)
   return env
 
 

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import xla_flags
 from harness import REPO
 
 SCRIPT = pathlib.Path(__file__).with_name("two_processes.py")
@@ -33,9 +34,10 @@ def _env(**extra) -> dict:
     **extra,
     "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
   }
-  for k in ("XLA_FLAGS", "GMLM_FAULT"):
-    if k not in extra:
-      env.pop(k, None)
+  if "XLA_FLAGS" not in extra:
+    env["XLA_FLAGS"] = xla_flags()  # one device, compiled as the suite compiles
+  if "GMLM_FAULT" not in extra:
+    env.pop("GMLM_FAULT", None)
   return env
 
 
@@ -74,7 +76,7 @@ def run_one(*args: str, timeout: float = 400) -> None:
     text=True,
     capture_output=True,
     timeout=timeout,
-    env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"),
+    env=_env(XLA_FLAGS=xla_flags(2)),
   )
   assert result.returncode == 0, result.stderr[-4000:]
 

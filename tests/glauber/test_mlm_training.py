@@ -102,6 +102,7 @@ def tiny_setup(tmp_path):
   return c
 
 
+@pytest.mark.slow  # a short training, exported and resumed
 @pytest.mark.filterwarnings("ignore:.*were not used")  # the body ships a head we replace
 def test_short_run_learns_exports_and_resumes(tiny_setup, tmp_path, monkeypatch):
   c = tiny_setup

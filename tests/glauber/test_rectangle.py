@@ -181,6 +181,7 @@ def test_config_refuses_a_candidate_set_of_size_one(tmp_path):
     cli.prepare(c, str(tmp_path / "run"), "sample.py")
 
 
+@pytest.mark.slow  # the rectangle job end to end, killed and resumed
 def test_job_writes_the_section_and_resumes_from_its_cells(
   tiny_english_bert, tmp_path, monkeypatch
 ):

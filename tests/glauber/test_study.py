@@ -111,6 +111,7 @@ def comparable(results: dict) -> dict:
   }
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_study_writes_every_section(whole):
   c, workdir, results, _, _ = whole
   report = (workdir / "report.md").read_text()
@@ -132,6 +133,7 @@ def test_study_writes_every_section(whole):
     assert 0 <= r["glauber"]["escaped"] <= 2 and 0 <= r["mh"]["acceptance"] <= 1
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_every_section_heading_renders_as_a_heading(whole):
   """Rendered by a CommonMark parser (markdown-it-py), every `#` line of report.md outside a
   code block is a heading (a heading glued to `</details>` or to a table is not)."""
@@ -149,6 +151,7 @@ def test_every_section_heading_renders_as_a_heading(whole):
   assert rendered == written
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_every_figure_shows_its_data_and_the_header_names_them(whole):
   """Each figure of the tiny study has a visible mark inside every data panel, a legend where
   it draws several series, labelled colour bars (tests/figure_checks.py), and the config's
@@ -163,6 +166,7 @@ def test_every_figure_shows_its_data_and_the_header_names_them(whole):
   assert set(re.findall(r"[A-Za-z_]+\.png", header)) == written
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_report_command_reproduces_the_run(whole):
   """The report's Command, parsed by ml_collections' own flag parser, gives the run's config
   (each of the tiny config's many overrides); a config no command line from the file can give
@@ -196,12 +200,14 @@ def test_report_command_reproduces_the_run(whole):
   assert "no command line" in line and "extra_key" in line and "```sh" not in line
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_the_progress_bar_counts_stages(whole):
   err = whole[4]
   assert re.search(r"study: 100%.*\b10/10 \[", err), err[-2000:]
   assert "resuming" not in err
 
 
+@pytest.mark.slow  # the whole study job, end to end (~1 CPU-min)
 def test_a_killed_study_resumes_to_the_same_results_and_says_so(
   whole, setup, tmp_path, monkeypatch, capsys
 ):

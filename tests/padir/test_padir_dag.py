@@ -505,33 +505,46 @@ def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_co
     translate_job.validate(config)
 
 
-def test_the_decoder_interface_decodes_a_dag_model_and_refuses_other_kinds():
+def _interface_model_and_inputs():
   model = tiny_model(dag_upsample=2, max_source_length=8, max_target_length=8)
-  inputs = _batch()["inputs"]
-  inputs = jnp.pad(inputs, ((0, 0), (0, 2)))  # width 8, sources of 4 tokens
-  for strategy in dag_decoding.STRATEGIES:
-    want = np.asarray(dag_decoding.decode(model, inputs, strategy)["tokens"])
-    for trim in (0, 4):
-      fn = decoders.decode_fn(model, decoders.Decoder("d", "dag", trim=trim, dag_strategy=strategy))
-      tokens, _ = fn(inputs, jax.random.key(0))
-      assert np.asarray(tokens).tolist() == want.tolist()
-  # the beam with an n-gram model: its tables go in as arguments; the same tokens
+  inputs = jnp.pad(_batch()["inputs"], ((0, 0), (0, 2)))  # width 8, sources of 4 tokens
+  return model, inputs
+
+
+@pytest.mark.parametrize("strategy", dag_decoding.STRATEGIES)
+def test_the_decoder_interface_decodes_a_dag_model_as_the_strategy_does(strategy):
+  """decoders.decode_fn with a DAG decoder, untrimmed and trimmed: dag.decode's tokens."""
+  model, inputs = _interface_model_and_inputs()
+  want = np.asarray(dag_decoding.decode(model, inputs, strategy)["tokens"])
+  for trim in (0, 4):
+    fn = decoders.decode_fn(model, decoders.Decoder("d", "dag", trim=trim, dag_strategy=strategy))
+    tokens, _ = fn(inputs, jax.random.key(0))
+    assert np.asarray(tokens).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("norm", [0.0, 1.5])
+def test_the_decoder_interface_gives_the_n_gram_beam_its_tables(norm):
+  """The beam with an n-gram model: its tables go in as arguments; dag.decode's tokens."""
+  model, inputs = _interface_model_and_inputs()
   lm = ngram.build([[5, 6, 3], [6, 6]], model.cfg.vocab_size, order=2)
-  tables = lm.tables()
-  for norm in (0.0, 1.5):
-    want = dag_decoding.decode(model, inputs, "beam", lm=tables, lm_weight=2.0, length_norm=norm)
-    for trim in (0, 4):
-      d = decoders.Decoder(
-        "d",
-        "dag",
-        trim=trim,
-        dag_strategy="beam",
-        dag_lm=lm,
-        dag_lm_weight=2.0,
-        dag_length_norm=norm,
-      )
-      got = decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]
-      assert np.asarray(got).tolist() == np.asarray(want["tokens"]).tolist()
+  want = dag_decoding.decode(model, inputs, "beam", lm=lm.tables(), lm_weight=2.0, length_norm=norm)
+  for trim in (0, 4):
+    d = decoders.Decoder(
+      "d",
+      "dag",
+      trim=trim,
+      dag_strategy="beam",
+      dag_lm=lm,
+      dag_lm_weight=2.0,
+      dag_length_norm=norm,
+    )
+    got = decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]
+    assert np.asarray(got).tolist() == np.asarray(want["tokens"]).tolist()
+
+
+def test_the_decoder_interface_refuses_other_kinds_and_names_the_dag_decoders():
+  model, _ = _interface_model_and_inputs()
+  lm = ngram.build([[5, 6, 3], [6, 6]], model.cfg.vocab_size, order=2)
   with pytest.raises(ValueError, match="beam search only"):
     decoders.decode_fn(model, decoders.Decoder("d", "dag", dag_lm=lm))
   with pytest.raises(ValueError, match="beam search only"):

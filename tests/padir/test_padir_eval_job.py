@@ -61,6 +61,7 @@ def _eval_config(runs):
   return c
 
 
+@pytest.mark.slow  # the evaluation job end to end: every decoder compiled (~1 CPU-min)
 def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   workdir = tmp_path / "eval"
   results = eval_job.run(_eval_config(runs), str(workdir))
@@ -137,6 +138,7 @@ def _ctc_run(toy_corpus, workdir) -> str:
   return str(workdir)
 
 
+@pytest.mark.slow  # the evaluation job end to end: every decoder compiled (~1 CPU-min)
 def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corpus, tmp_path):
   """With ctc_blank_penalty_grid, the job decodes the valid split at every penalty (BLEU and
   length ratio recomputed here with evaluate.translate and metrics.bleu), picks the highest
@@ -206,6 +208,7 @@ def _two_step_ar_run(toy_corpus, tmp_path) -> tuple[str, list]:
   return workdir, saved
 
 
+@pytest.mark.slow  # the evaluation job end to end: every decoder compiled (~1 CPU-min)
 def test_run_at_step_evaluates_that_checkpoint_and_a_missing_step_is_refused(toy_corpus, tmp_path):
   """RUN@STEP decodes the run's checkpoint at STEP (its greedy hypotheses are those of the
   parameters saved there, not the latest's); a step the run lacks is refused before writing."""

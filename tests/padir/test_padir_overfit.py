@@ -66,6 +66,7 @@ def memorized():
 KEEP = refinement.RefineOptions(num_steps=4, num_lengths=2, stutter="keep", drop="reset")
 
 
+@pytest.mark.slow  # a model trained to memorize its targets (module fixture)
 def test_nar_refinement_from_random_tokens_reproduces_memorized_targets(memorized):
   model, src, tgt, untrained = memorized
   assert not (np.asarray(untrained) == tgt).all()  # before training, refinement does not
@@ -75,6 +76,7 @@ def test_nar_refinement_from_random_tokens_reproduces_memorized_targets(memorize
     np.testing.assert_array_equal(np.asarray(out["tokens"]), tgt)
 
 
+@pytest.mark.slow  # a model trained to memorize its targets (module fixture)
 @pytest.mark.parametrize("remask", ["none", "confidence"])
 def test_the_papers_rules_drop_repeats_and_tokens_equal_to_their_noise(memorized, remask):
   """Default options (stutter reset to the noise, positions still at their noise dropped), with

@@ -288,6 +288,7 @@ def _metrics(workdir: str) -> list[dict]:
     return [json.loads(line) for line in f if "train_loss" in line]
 
 
+@pytest.mark.slow  # three short trainings, stopped and resumed (~1 CPU-min)
 @pytest.mark.parametrize(
   "first,second",
   [

@@ -64,27 +64,31 @@ def test_trimmed_width_is_the_longest_length_rounded_up_to_the_multiple():
       assert n <= w <= T and (w == T or (w % k == 0 and w < n + k))
 
 
-def test_a_trimmed_decoder_decodes_the_full_width_tokens_at_a_smaller_width():
-  """Every option that touches positions (stutter resets, drops, remasking, sampling, the AR
-  reranker) gives the same tokens and passes at the trimmed width as at max_target_length."""
-  nar, ar = _short_lengths_model(longest=5), padir_util.tiny_model("ar", max_target_length=12)
-  inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
-  for options in (
+@pytest.mark.parametrize(
+  "options",
+  [
     refinement.RefineOptions(num_lengths=3),
     refinement.RefineOptions(num_lengths=3, **refinement.VARIANTS["length-prior-reset"]),
     refinement.RefineOptions(num_lengths=2, remask="confidence", num_starts=2),
     refinement.RefineOptions(num_lengths=2, temperature=1.0, stutter="mask"),
     refinement.RefineOptions(num_lengths=2, rerank="ar", length_offsets=3),
-  ):
-    a = ar if options.rerank == "ar" else None
-    full = decoding.decode_fn(nar, decoding.Decoder("f", "padir", options), a)
-    trimmed = decoding.decode_fn(nar, decoding.Decoder("t", "padir", options, trim=2), a)
-    assert trimmed.width(inputs) <= 4 and trimmed.widths == [2, 4, 6, 8, 10, 12]  # of 12
-    for seed in range(3):
-      key = jax.random.key(seed)
-      (t_full, p_full), (t_trim, p_trim) = full(inputs, key), trimmed(inputs, key)
-      np.testing.assert_array_equal(np.asarray(t_trim), np.asarray(t_full))
-      assert float(p_trim) == float(p_full)
+  ],
+  ids=["plain", "length_prior_reset", "remask_starts", "sampled_stutter_mask", "ar_rerank"],
+)
+def test_a_trimmed_decoder_decodes_the_full_width_tokens_at_a_smaller_width(options):
+  """Every option that touches positions (stutter resets, drops, remasking, sampling, the AR
+  reranker) gives the same tokens and passes at the trimmed width as at max_target_length."""
+  nar = _short_lengths_model(longest=5)
+  inputs = jnp.array([[7, 8, 9, 1, 0, 0], [10, 11, 12, 13, 14, 1], [5, 1, 0, 0, 0, 0]])
+  a = padir_util.tiny_model("ar", max_target_length=12) if options.rerank == "ar" else None
+  full = decoding.decode_fn(nar, decoding.Decoder("f", "padir", options), a)
+  trimmed = decoding.decode_fn(nar, decoding.Decoder("t", "padir", options, trim=2), a)
+  assert trimmed.width(inputs) <= 4 and trimmed.widths == [2, 4, 6, 8, 10, 12]  # of 12
+  for seed in range(3):
+    key = jax.random.key(seed)
+    (t_full, p_full), (t_trim, p_trim) = full(inputs, key), trimmed(inputs, key)
+    np.testing.assert_array_equal(np.asarray(t_trim), np.asarray(t_full))
+    assert float(p_trim) == float(p_full)
 
 
 def test_breakdown_counts_the_loop_passes_and_times_its_parts():

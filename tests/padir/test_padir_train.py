@@ -30,6 +30,7 @@ def _metrics(workdir: str) -> list[dict]:
     return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow  # a training with its evaluations and checkpoints
 def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tmp_path, caplog):
   workdir = str(tmp_path / "run")
   with caplog.at_level("WARNING"):
