@@ -438,9 +438,9 @@ def table(rows: list[Row]) -> str:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--workdir", default=None, help="runs and corpora (default: a temporary one)")
-  parser.add_argument("--tasks", default=",".join(grammar.FAMILY))
+  parser.add_argument("--tasks", default=None, help=f"default {','.join(grammar.FAMILY)}")
   parser.add_argument("--bible", action="store_true", help="the Bible EN->ES pair as a task too")
-  parser.add_argument("--models", default=",".join(MODELS))
+  parser.add_argument("--models", default=None, help=f"default {','.join(MODELS)}")
   parser.add_argument("--pairs", type=int, default=60_000)
   parser.add_argument("--steps", type=int, default=20_000, help="at most; early stopping ends it")
   parser.add_argument("--eval-every", type=int, default=250)
@@ -487,10 +487,13 @@ def main(argv=None) -> int:
   # Ctrl-C (SIGINT) ends a leg with its timing written, also when started in the background,
   # where the shell set SIGINT to be ignored.
   signal.signal(signal.SIGINT, signal.default_int_handler)
-  if args.tiny:
-    args.tasks, args.models = "sov,mirror", "ar,ctc,dag"
+  if args.tiny:  # (--tasks and --models, where given, still choose)
+    args.tasks = "sov,mirror" if args.tasks is None else args.tasks
+    args.models = "ar,ctc,dag" if args.models is None else args.models
     args.pairs, args.steps, args.eval_every, args.patience = 400, 30, 10, 2
     args.valid_sentences, args.vocab_size, args.dag_upsample, args.resamples = 16, 160, 2, 100
+  args.tasks = ",".join(grammar.FAMILY) if args.tasks is None else args.tasks
+  args.models = ",".join(MODELS) if args.models is None else args.models
   tasks = [t for t in args.tasks.split(",") if t] + (["bible"] if args.bible else [])
   models = [m for m in args.models.split(",") if m]
   with tempfile.TemporaryDirectory() as scratch:
@@ -514,7 +517,9 @@ def main(argv=None) -> int:
       if len(tasks) > 1:  # each task's rows as soon as they are in: a task takes hours
         print(f"{task} done:\n{table(task_rows)}\n", flush=True)
   if args.tiny:
-    print("tiny: tasks sov and mirror, AR / CTC / DAG of 1+1 layers (d = 32), at most 30 steps")
+    print(
+      f"tiny: tasks {args.tasks}, models {args.models} of 1+1 layers (d = 32), at most 30 steps"
+    )
   print(table(rows))
   print("\nErrors on the test split (padir.evaluation.errors):")
   print(

@@ -3,7 +3,7 @@ process: the training counterpart of benchmarks/padir_options.py.
 
   python benchmarks/padir_training.py --config configs/padir_synthetic.py \
       --ar runs/padir_synthetic_ar [--steps 300] [--sentences 256] [--dag-upsample 2,2.5,3] \
-      [--json OUT]
+      [--only "paper,ctc"] [--json OUT]
   python benchmarks/padir_training.py --tiny        # a tiny model on a tiny corpus: a smoke run
 
 Each option trains PaDIR from the same seed for --steps steps (padir.training.loop.fit in a
@@ -22,6 +22,8 @@ steps) and decodes the first --sentences validation pairs at the end (the config
   best path, validated by its lookahead path;
 - paper, again: the first row repeated last, so the gap between the two shows the timing
   noise of the run.
+--only NAMES (comma-separated option names) trains those rows alone, the paper's row and its
+repeat always among them (the ratios are to it).
 Per option: seconds per step (the median logged interval after the first, which holds the
 compilation; evaluations are outside the intervals measured), target tokens per second (the
 mean non-PAD target tokens of a training batch, counted on the batches themselves, over the
@@ -87,6 +89,19 @@ def options(
   rows += [("ctc", {"ctc": True}), ("ctc + glancing", {"ctc": True, "glancing": True})]
   rows += [(f"dag k={k:g} + glancing", {"dag": k, "glancing": True}) for k in dag_ratios]
   return rows + [("paper, again", {})]  # the first row's work again: this run's timing noise
+
+
+def chosen(rows: list[tuple[str, dict]], only: str) -> list[tuple[str, dict]]:
+  """The rows `--only` names (comma-separated; empty: all), with the paper's row and its
+  repeat; an unknown name is one line naming it and the choices."""
+  names = [n.strip() for n in only.split(",") if n.strip()]  # "paper, again" is always run
+  known = [n for n, _ in rows if n != "paper, again"]
+  for n in names:
+    if n not in known:
+      raise SystemExit(f"--only: no option {n!r}; choose from {', '.join(known)}")
+  if not names:
+    return rows
+  return [r for r in rows if r[0] in {"paper", "paper, again", *names}]
 
 
 def option_config(
@@ -255,9 +270,15 @@ def main(argv=None) -> int:
     default="",
     help="DAG rows at these vertex ratios, e.g. 2,2.5,3 (the graph's size against its step cost)",
   )
+  parser.add_argument(
+    "--only", default="", help="comma-separated option names (the paper's row is always run)"
+  )
   parser.add_argument("--tiny", action="store_true", help="a tiny model and corpus: a smoke run")
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
+  dag_ratios = tuple(float(k) for k in args.dag_upsample.split(",") if k)
+  # checked before any corpus or training: a misspelt name is one line, not minutes later
+  todo = chosen(options(args.offset, "ar" if args.tiny else args.ar, dag_ratios), args.only)
   with tempfile.TemporaryDirectory() as root:
     if args.tiny:
       base, ar = tiny_setup(root)
@@ -266,8 +287,8 @@ def main(argv=None) -> int:
     peak = matmul_peak(256 if args.tiny else 1024)
     print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s (float32, best of 10, this process)")
     rows = []
-    dag_ratios = tuple(float(k) for k in args.dag_upsample.split(",") if k)
-    for name, opts in options(args.offset, ar, dag_ratios):
+    names = {n for n, _ in todo}
+    for name, opts in (r for r in options(args.offset, ar, dag_ratios) if r[0] in names):
       rows.append(run_option(base, name, opts, root, args.blank_penalty))  # same seed, same batches
       print(f"done {name}: {rows[-1]['seconds_per_step']:.3f} s/step", flush=True)
   print(table(rows, peak))

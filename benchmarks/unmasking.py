@@ -190,10 +190,12 @@ def forward_only(model, tokens_BL, rows_per_step: tuple[int, ...], confidence: b
 
 def main() -> None:
   p = argparse.ArgumentParser()
-  p.add_argument("--chains", default="64,1024")
+  p.add_argument("--chains", default="", help="chain counts, e.g. 64,1024 (--tiny: 8,16)")
   p.add_argument("--repeats", type=int, default=2)
   p.add_argument(
-    "--tiny", action="store_true", help="a 2 x 32 model, vocab 2048, 8 and 16 chains (smoke)"
+    "--tiny",
+    action="store_true",
+    help="a 2 x 32 model, vocab 2048, 8 and 16 chains unless --chains (smoke)",
   )
   p.add_argument(
     "--single_thread",
@@ -219,7 +221,8 @@ def main() -> None:
   if a.single_thread:
     torch.set_num_threads(1)
   shape = SHAPES["tiny" if a.tiny else "default"]
-  chain_counts = [8, 16] if a.tiny else [int(c) for c in a.chains.split(",")]
+  chains_arg = a.chains or ("8,16" if a.tiny else "64,1024")
+  chain_counts = [int(c) for c in chains_arg.split(",")]
   V = TINY_VOCAB if a.tiny else VOCAB
   torch.manual_seed(0)
   with tempfile.TemporaryDirectory() as d:

@@ -126,10 +126,14 @@ def test_padir_options_tiny_prints_one_row_per_variant_against_the_paper_row():
   assert re.search(r"\| paper \| 5 \|( [\d.e-]+ \|){6} 0 \| 1 \|", out), out
 
 
-@pytest.mark.slow  # ~55 s of CPU: two frameworks imported, ~10 programs compiled
+@pytest.mark.slow  # two frameworks imported, ~5 programs compiled
 def test_unmasking_tiny_prints_each_samplers_ratio_overhead_and_the_gemm_ceiling():
-  out = run_benchmark("unmasking.py", "--tiny", "--repeats", "1", "--single_thread", timeout=600)
-  for B in (8, 16):
+  """One chain count (the table's code is the same for each)."""
+  out = run_benchmark(
+    "unmasking.py", "--tiny", "--chains", "8", "--repeats", "1", "--single_thread", timeout=600
+  )
+  assert not re.search(r"\s16 \|", out), out  # --chains replaces --tiny's 8,16
+  for B in (8,):
     for name in ("ancestral random", "ancestral confidence", "parallel S=4 cosine confidence"):
       floor = r"-?[\d.]+%" if "confidence" in name else "-"  # the rule floor: confidence only
       assert re.search(

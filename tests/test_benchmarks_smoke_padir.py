@@ -5,23 +5,41 @@ pytest-xdist's per-file scheduling spreads these minutes-long runs over both wor
 import json
 import re
 
+import padir_util
 import pytest
 from test_benchmarks_smoke import run_benchmark
 
 
-@pytest.mark.slow  # eight tiny trainings, each with its own compilations
-def test_padir_training_tiny_prints_one_row_per_training_option_with_its_share_of_peak():
-  out = run_benchmark("padir_training.py", "--tiny", "--dag-upsample", "2.5", timeout=900)
+@pytest.mark.slow  # five tiny trainings, each with its own compilations
+def test_padir_training_tiny_prints_one_row_per_chosen_option_with_its_share_of_peak():
+  """--only picks rows (each option's training is tested in tests/padir/): the three that
+  combine the others (the recipe: offset, glancing, warm start; CTC with glancing; the DAG with
+  glancing), the paper's row and its repeat; the left-out options print no row."""
+  chosen = ("recipe", "ctc + glancing", "dag k=2.5 + glancing")
+  out = run_benchmark(
+    "padir_training.py", "--tiny", "--dag-upsample", "2.5", "--only", ",".join(chosen), timeout=900
+  )
   assert re.search(r"matmul peak: [\d.]+ GFLOP/s", out), out
-  options = ("paper", "offset", "glancing", "warm start", "recipe", "ctc", "ctc + glancing")
-  options += ("dag k=2.5 + glancing",)
-  for name in options + ("paper, again",):
+  for name in ("paper",) + chosen + ("paper, again",):
     assert re.search(
       rf"\| {re.escape(name)} \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+% \| [\d.]+ \|", out
     ), out
+  for name in ("offset", "glancing", "warm start", "ctc"):
+    assert f"| {name} |" not in out, out
   assert re.search(r"\| paper \| .* \| 1\.00x \| \+0\.00 \|", out), out
-  assert re.search(r"ratio vs paper  glancing\s+time \d+\.\d+x", out), out
+  assert re.search(r"ratio vs paper  recipe\s+time \d+\.\d+x", out), out
   assert "peak RSS" in out
+
+
+def test_padir_training_only_names_an_unknown_option_and_the_choices_in_one_line():
+  bench = padir_util.benchmark_module("padir_training")
+  rows = bench.options(8, "ar", (2.5,))
+  assert [n for n, _ in bench.chosen(rows, "")] == [n for n, _ in rows]
+  assert [n for n, _ in bench.chosen(rows, " ctc ,glancing")] == [
+    "paper", "glancing", "ctc", "paper, again"
+  ]  # fmt: skip
+  with pytest.raises(SystemExit, match=r"^--only: no option 'cct'; choose from paper, offset"):
+    bench.chosen(rows, "ctc,cct")
 
 
 @pytest.mark.slow  # six tiny trainings with early stopping, each with its compilations
@@ -53,7 +71,7 @@ def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
     assert abs(wrong - sum(parts)) <= 0.3, row.group(0)
 
 
-@pytest.mark.slow  # a dozen compiles of a tiny training step: minutes on a loaded CPU
+@pytest.mark.slow  # eleven compiles of a tiny training step: minutes on a loaded CPU
 def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
   out = run_benchmark("padir_compile.py", "--tiny", "--json", str(tmp_path / "r.json"), timeout=900)
   for dtype in ("float32", "bfloat16"):
@@ -65,7 +83,7 @@ def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
   assert re.search(r"\| 16 \| 2 \| full \| 16 \|( [\d.]+ \|){3} yes \|", out), out
   assert re.search(r"\| synthetic \| 4 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", out), out
   results = json.loads((tmp_path / "r.json").read_text())
-  # 2 dtypes x (the loop, the scan over stacked layers); 3 remat rows; the 8-device plan
-  # under 2 policies; loop and scan steps
+  # 2 dtypes x (the loop, the scan over stacked layers); the loop's and the best remat row;
+  # the 8-device plan under full remat; loop and scan steps
   counts = {k: len(results[k]) for k in ("compile", "memory", "plan", "step")}
-  assert counts == {"compile": 4, "memory": 3, "plan": 2, "step": 2}, counts
+  assert counts == {"compile": 4, "memory": 2, "plan": 1, "step": 2}, counts
