@@ -487,13 +487,13 @@ def main(argv=None) -> int:
   # Ctrl-C (SIGINT) ends a leg with its timing written, also when started in the background,
   # where the shell set SIGINT to be ignored.
   signal.signal(signal.SIGINT, signal.default_int_handler)
-  if args.tiny:  # (--tasks and --models, where given, still choose)
-    args.tasks = "sov,mirror" if args.tasks is None else args.tasks
-    args.models = "ar,ctc,dag" if args.models is None else args.models
+  if args.tasks is None:  # (given, --tasks and --models choose with --tiny too)
+    args.tasks = "sov,mirror" if args.tiny else ",".join(grammar.FAMILY)
+  if args.models is None:
+    args.models = "ar,ctc,dag" if args.tiny else ",".join(MODELS)
+  if args.tiny:
     args.pairs, args.steps, args.eval_every, args.patience = 400, 30, 10, 2
     args.valid_sentences, args.vocab_size, args.dag_upsample, args.resamples = 16, 160, 2, 100
-  args.tasks = ",".join(grammar.FAMILY) if args.tasks is None else args.tasks
-  args.models = ",".join(MODELS) if args.models is None else args.models
   tasks = [t for t in args.tasks.split(",") if t] + (["bible"] if args.bible else [])
   models = [m for m in args.models.split(",") if m]
   with tempfile.TemporaryDirectory() as scratch:

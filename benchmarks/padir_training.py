@@ -278,7 +278,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   dag_ratios = tuple(float(k) for k in args.dag_upsample.split(",") if k)
   # checked before any corpus or training: a misspelt name is one line, not minutes later
-  todo = chosen(options(args.offset, "ar" if args.tiny else args.ar, dag_ratios), args.only)
+  names = {n for n, _ in chosen(options(args.offset, args.tiny or args.ar, dag_ratios), args.only)}
   with tempfile.TemporaryDirectory() as root:
     if args.tiny:
       base, ar = tiny_setup(root)
@@ -287,7 +287,6 @@ def main(argv=None) -> int:
     peak = matmul_peak(256 if args.tiny else 1024)
     print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s (float32, best of 10, this process)")
     rows = []
-    names = {n for n, _ in todo}
     for name, opts in (r for r in options(args.offset, ar, dag_ratios) if r[0] in names):
       rows.append(run_option(base, name, opts, root, args.blank_penalty))  # same seed, same batches
       print(f"done {name}: {rows[-1]['seconds_per_step']:.3f} s/step", flush=True)
