@@ -1311,7 +1311,10 @@ def run_plan(tiny: bool, out_dir: pathlib.Path) -> int:
   plan = PLAN_TINY if tiny else PLAN_FULL
   env = {
     **os.environ,
-    "XLA_FLAGS": f"--xla_force_host_platform_device_count={SIMULATED}",
+    # the caller's XLA flags kept (the test suite's compile setting), the devices added
+    "XLA_FLAGS": " ".join(
+      [os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={SIMULATED}"]
+    ).strip(),
     "JAX_PLATFORMS": "cpu",
   }
   cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--plan_worker"]
