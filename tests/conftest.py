@@ -17,10 +17,15 @@ JAX_COMPILATION_CACHE_DIR, removed at the end): a program compiled by one test m
 not compiled again, by the next one.
 A JAX_COMPILATION_CACHE_DIR already set is used and kept instead (a warm cache across runs). An
 entry one process reads while another writes it is a warning and a compile (jax catches it).
-The same processes compile at XLA's backend optimization level 2 (`xla_flags()`), not its
-default 3: LLVM still vectorizes, but a tiny model's program compiles in about two thirds of
-the time (a tiny PaDIR loss), and the suite's few compute-bound tests do not slow.
-Subprocesses get their XLA_FLAGS from `xla_flags(devices)` so they compile as the parent does.
+The same processes compile fast rather than well (`xla_flags()`): XLA's CPU backend at
+optimization level 0 with its fusion emitters off, so LLVM does little beyond emitting code. A
+tiny PaDIR training step (1+1 layers) compiles in 3.0 s instead of 8.2 s at level 2 and 11.7 s at
+the default 3, and the full suite takes 32 minutes, not 54 (2026-11-29, quiet). The price is
+elementwise code left unvectorized: loops of many cheap steps (the Ising and Metropolis chains)
+run up to 4x slower, which the compile savings outweigh in a suite of tiny models, and a test
+that measures this machine's rates runs in a process at XLA's defaults
+(`run_at_xla_defaults`). Subprocesses get their XLA_FLAGS from
+`xla_flags(devices)` so they compile as the parent does.
 
 `--quick` selects the quick tier: every property (test function) once, in its first case, but
 the costly ones (marked slow). At the end of a run the summary counts the properties tested
@@ -39,13 +44,15 @@ import tempfile
 import pytest
 
 _CACHE_MADE = "GMLM_TEST_CACHE_MADE_BY"  # the pid of the process that made the cache directory
-_OPT_LEVEL = "--xla_backend_optimization_level=2"  # the module docstring's compile setting
+# the module docstring's compile setting (fast compiles, slower elementwise code)
+_OPT_LEVEL = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
-def xla_flags(devices: int = 0) -> str:
-  """XLA_FLAGS for a process the suite starts: the suite's compile setting and, with
-  devices > 0, that many simulated CPU devices."""
-  return _OPT_LEVEL + (f" --xla_force_host_platform_device_count={devices}" if devices else "")
+def xla_flags(devices: int = 0, xla_defaults: bool = False) -> str:
+  """XLA_FLAGS for a process the suite starts: the suite's compile setting (XLA's defaults
+  with xla_defaults) and, with devices > 0, that many simulated CPU devices."""
+  devices_flag = f"--xla_force_host_platform_device_count={devices}" if devices else ""
+  return " ".join(f for f in ("" if xla_defaults else _OPT_LEVEL, devices_flag) if f)
 
 
 def pytest_configure(config):
@@ -128,13 +135,20 @@ TESTS = REPO / "tests"
 
 
 def run_on_devices(
-  script: str, n: int, *args: str, timeout: float = 300, cwd: str | os.PathLike | None = None
+  script: str,
+  n: int,
+  *args: str,
+  timeout: float = 300,
+  cwd: str | os.PathLike | None = None,
+  xla_defaults: bool = False,
 ) -> subprocess.CompletedProcess:
-  """Runs `script` (source text) with `n` simulated CPU devices and the repo and tests/ on
-  sys.path; argv[1:] = args. Fails the test with the script's stderr if it exits non-zero."""
+  """Runs `script` (source text) with `n` simulated CPU devices (0: the one CPU device) and the
+  repo and tests/ on sys.path; argv[1:] = args. Fails the test with the script's stderr if it
+  exits non-zero. xla_defaults: compiled at XLA's defaults, as a user's run is, not at the
+  suite's fast-compile setting (for a test that measures this machine's rates)."""
   env = {
     **os.environ,
-    "XLA_FLAGS": xla_flags(n),
+    "XLA_FLAGS": xla_flags(n, xla_defaults),
     "JAX_PLATFORMS": "cpu",
     "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")]),
   }
@@ -148,6 +162,16 @@ def run_on_devices(
   )
   assert result.returncode == 0, result.stderr[-5000:]
   return result
+
+
+def run_at_xla_defaults(test_file: str, function: str, timeout: float = 600) -> None:
+  """Calls `function()` of the test module `test_file` (a test's `__file__`) in a fresh
+  interpreter compiled at XLA's defaults, as a user's run is: for a test whose time is running
+  many cheap steps, not compiling (the suite's fast-compile setting runs those up to 4x
+  slower), or that measures this machine's rates. Fails the test with its traceback."""
+  path = pathlib.Path(test_file).resolve()
+  script = f"import sys; sys.path.insert(0, {str(path.parent)!r}); import {path.stem}; {path.stem}.{function}()"
+  run_on_devices(script, 0, timeout=timeout, xla_defaults=True)
 
 
 @pytest.fixture(scope="session")

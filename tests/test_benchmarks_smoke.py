@@ -1,24 +1,30 @@
 """Smoke test: the throughput benchmark runs end to end on small sizes and prints its ratios."""
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import xla_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_benchmark(script: str, *args: str, timeout: int) -> str:
-  """stdout of `python benchmarks/SCRIPT ARGS` run from the repository root; it must exit 0."""
+def run_benchmark(script: str, *args: str, timeout: int, xla_defaults: bool = False) -> str:
+  """stdout of `python benchmarks/SCRIPT ARGS` run from the repository root; it must exit 0.
+  xla_defaults: compiled at XLA's defaults (a benchmark whose time is running, not compiling),
+  not at the suite's fast-compile setting (tests/conftest.py)."""
+  env = {**os.environ, "XLA_FLAGS": xla_flags(0, xla_defaults=True)} if xla_defaults else None
   proc = subprocess.run(
     [sys.executable, str(ROOT / "benchmarks" / script), *args],
     capture_output=True,
     text=True,
     timeout=timeout,
     cwd=ROOT,
+    env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_at_xla_defaults
 from models_util import save_tiny
 
 from glauber import chains
@@ -192,7 +193,12 @@ def test_held_out_sentences_never_occur_in_training_text():
 
 @pytest.mark.slow
 def test_default_mlm_reaches_the_quality_bar_on_held_out_text(minilm_dir):
-  """>= 25% top-1 fill-mask accuracy on the held-out Wikipedia/news sentences (issue 3)."""
+  """>= 25% top-1 fill-mask accuracy on the held-out Wikipedia/news sentences (issue 3).
+  Its time is running the model, not compiling: at XLA's defaults in its own process."""
+  run_at_xla_defaults(__file__, "default_mlm_quality_bar")
+
+
+def default_mlm_quality_bar():
   _gensim()
   model, tok = gm.load("default")
   held = [s for d in english.corpus("held_out") for s in d]

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_on_devices
+from conftest import run_at_xla_defaults, run_on_devices
 from ising_helpers import random_model
 
 from ising import exact, samplers
@@ -47,6 +47,11 @@ def test_kgibbs_long_run_law_is_exact_n5_every_k():
 
 @pytest.mark.slow
 def test_kgibbs_long_run_law_is_exact_n8_every_k():
+  # many cheap steps: compiled at XLA's defaults, 23 s, not 100 at the suite's setting
+  run_at_xla_defaults(__file__, "kgibbs_long_run_n8")
+
+
+def kgibbs_long_run_n8():
   check_long_run_law(8, range(1, 9), num_chains=262144, seed=2)
 
 
