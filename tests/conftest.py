@@ -20,7 +20,7 @@ entry one process reads while another writes it is a warning and a compile (jax 
 The same processes compile fast rather than well (`xla_flags()`): XLA's CPU backend at
 optimization level 0 with its fusion emitters off, so LLVM does little beyond emitting code. A
 tiny PaDIR training step (1+1 layers) compiles in 3.0 s instead of 8.2 s at level 2 and 11.7 s at
-the default 3, and the full suite takes 32 minutes, not 54 (2026-11-29, quiet). The price is
+the default 3, and the full suite takes 28 minutes, not 54 (2026-11-29, quiet). The price is
 elementwise code left unvectorized: loops of many cheap steps (the Ising and Metropolis chains)
 run up to 4x slower, which the compile savings outweigh in a suite of tiny models, and a test
 that measures this machine's rates runs in a process at XLA's defaults
