@@ -22,9 +22,9 @@ optimization level 0 with its fusion emitters off, so LLVM does little beyond em
 tiny PaDIR training step (1+1 layers) compiles in 3.0 s instead of 8.2 s at level 2 and 11.7 s at
 the default 3, and the full suite takes 28 minutes, not 54 (2026-11-29, quiet). The price is
 elementwise code left unvectorized: loops of many cheap steps (the Ising and Metropolis chains)
-run up to 4x slower, which the compile savings outweigh in a suite of tiny models, and a test
-that measures this machine's rates runs in a process at XLA's defaults
-(`run_at_xla_defaults`). Subprocesses get their XLA_FLAGS from
+run up to 4x slower, which the compile savings outweigh in a suite of tiny models. The few
+tests whose time is such loops, and the one that measures this machine's rates, run in a
+process at XLA's defaults (`run_at_xla_defaults`). Subprocesses get their XLA_FLAGS from
 `xla_flags(devices)` so they compile as the parent does.
 
 `--quick` selects the quick tier: every property (test function) once, in its first case, but

@@ -44,7 +44,7 @@ def test_padir_training_only_names_an_unknown_option_and_the_choices_in_one_line
 
 @pytest.mark.slow  # six tiny trainings with early stopping, each with its compilations
 def test_padir_family_tiny_prints_a_row_per_task_and_model_against_ar_greedy():
-  # trainings of many steps: at XLA's defaults (~3 min), not the suite's setting (4m25s)
+  # trainings of many steps: at XLA's defaults (3m38s), not the suite's setting (4m25s)
   out = run_benchmark("padir_family.py", "--tiny", timeout=900, xla_defaults=True)
   # each task's table as soon as its rows are in, then the whole table
   assert (
