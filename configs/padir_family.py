@@ -21,7 +21,8 @@ gain over 0.2, at 4,000 steps at most.
 Results (`python benchmarks/padir_family.py --workdir runs/padir_family --patience 3 --steps
 4000 --models ar,dag --tasks sov,mirror`, and `--tasks vso --grammar-seed 1`; test split, 1,024
 pairs, against AR greedy with the paired bootstrap; 2 cores shared with one to three other
-jobs, 2026-11-28; the other tasks are being trained: docs/padir_training.md):
+jobs, 2026-11-28; `--tasks mirror --grammar-seed 1` on 2026-11-29, AR and DAG side by side,
+nothing else running; the other tasks: docs/padir_training.md):
 
 | task | model | steps | test BLEU | vs AR greedy [95%] | CPU s | wall |
 |---|---|---|---|---|---|---|
@@ -31,6 +32,8 @@ jobs, 2026-11-28; the other tasks are being trained: docs/padir_training.md):
 | mirror | dag (beam 0.5:1.0) | 3,500 (early stop) | 99.59 | -0.38 [-0.63, -0.16] | 3,379 | 61 min |
 | vso, held aside (SEED 1) | ar | 2,750 (early stop) | 99.98 | reference | 2,143 | 31 min |
 | vso, held aside | dag (beam 1.0:1.5) | 3,750 (early stop) | 99.41 | -0.57 [-0.82, -0.35] | 4,078 | 73 min |
+| mirror, held aside (SEED 1) | ar | 2,750 (early stop) | 99.97 | reference | 3,504 | 58 min |
+| mirror, held aside | dag (beam 0.5:1.0) | 3,000 (early stop) | 98.96 | -1.01 [-1.41, -0.68] | 4,613 | 68 min |
 | osv_clause | ar | 3,500 (early stop) | 99.95 | reference | 6,451 * | 101 min * |
 | osv_clause | dag (beam 1.0:1.5) | 4,000 (the cap) | 98.17 | -1.77 [-2.23, -1.36] | 7,814 * | 117 min * |
 | sov | ctc | 4,000 (the cap) | 98.74 | -1.19 [-1.59, -0.82] | 9,751 | (2026-11-27) |
