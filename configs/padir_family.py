@@ -44,9 +44,9 @@ model of the training targets at the weight w and length exponent b its validati
 padir.decoding.ngram, "beam w:b"; sov and the held-aside draw trained before the grid, their
 validation replayed on it). Wall-clock was measured beside other jobs. Quiet (2026-11-29,
 `python train.py --config configs/padir_family.py:mirror,dag,1`, nothing else running) the
-held-aside mirror DAG took 0.75 s a step and 34 min to step 2,500 with its validations, ~41 min
-to its stop at 3,000: inside 60 minutes; its validation BLEU equalled the side-by-side run's at
-every evaluation (the same seed, the same weights, under any load). * osv_clause
+held-aside mirror DAG took 0.75 s a step and 41m41s in all (its corpus and vocabulary written,
+12 validations, the early stop at 3,000): inside 60 minutes; its validation BLEU equalled the
+side-by-side run's at every evaluation (the same seed, the same weights, under any load). * osv_clause
 (2026-11-28) ran on a slower machine of the same kind (a quiet AR step 1.0 s), AR and DAG side
 by side: by its quiet step times about 60 and 75 minutes alone there, over the 60-minute budget.
 """
