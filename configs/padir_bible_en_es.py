@@ -65,7 +65,7 @@ def get_config() -> ml_collections.ConfigDict:
   # How the layers run (the same function and the same checkpoints either way):
   # scan_layers "scan" stacks each layer kind's parameters inside the step and runs one
   # jax.lax.scan (compiled once per kind, not once per layer), "loop" runs a Python loop, "auto"
-  # the scan on an accelerator and the loop on a CPU (0.80x / 0.92x per step scanned on the
+  # the scan on an accelerator and the loop on a CPU (0.70x / 0.91x per step scanned on the
   # synthetic / Bible configs on 2 CPU cores: docs/padir_training.md); remat recomputes each
   # layer's activations in the backward pass: "none", "full" (keep the layer's input only) or
   # "dots_saveable" (keep the matmul outputs). Both may change between the legs of a run.
@@ -82,6 +82,10 @@ def get_config() -> ml_collections.ConfigDict:
   # >0: each stage's token CE over chunks of this many positions, the chunk's logits recomputed
   # in the backward pass (no [B, T, V] float32 logits kept); 0: whole logits.
   config.loss.logits_chunk = 0
+  # True, with scanned layers: the stages run as one scan too (the decoder traced once, not per
+  # stage; the same function). Off by default: on 2 CPU cores it left the paper-size compile
+  # unchanged and, without logits_chunk, held 23% more activations (docs/padir_training.md).
+  config.loss.scan_stages = False
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # paper: 2048

@@ -251,6 +251,7 @@ def ctc_loss(
   glancing: Array | float | None = None,
   key: Array | None = None,
   num_slots_used: int | None = None,
+  scan_stages: bool = False,
 ) -> tuple[Array, dict[str, Array]]:
   """The multi-stage CTC loss of a model with ctc_upsample = k > 0 (module docstring); aux:
   each stage's loss, the share of infeasible rows, and the last stage's collapsed output's
@@ -258,7 +259,8 @@ def ctc_loss(
   glancing (None: off): the ratio of glancing over the best alignment, which draws its slots
   from `key`; aux then has glance_ratio and glance_revealed (revealed slots per target token).
   num_slots_used (static; `batch_slots`): the decoder runs over the first this many slot
-  positions only, the ones the batch's rows use (None: all floor(K S))."""
+  positions only, the ones the batch's rows use (None: all floor(K S)). scan_stages, with
+  scanned layers: the stages run as one scan (`transformer.run_stages`; the same function)."""
   k = model.cfg.ctc_upsample
   if k < 1:
     raise ValueError("ctc_loss needs a model with ctc_upsample >= 1")
@@ -267,7 +269,7 @@ def ctc_loss(
   inputs_BS, targets_BT = batch["inputs"], batch["targets"]
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
   fixed = model.project_encoder(enc_BSD)
-  aux, total = {}, 0.0
+  aux = {}
   k_max = model.cfg.ctc_upsample_max
   if k_max and k_max > k:
     aux["ctc_ratio"] = batch_ratio(inputs_BS, targets_BT, k, k_max)
@@ -284,12 +286,24 @@ def ctc_loss(
     tokens = jnp.maximum((targets_BT != tokenizer_lib.PAD_ID).sum(), 1)
     aux["glance_ratio"] = jnp.asarray(glancing, jnp.float32)
     aux["glance_revealed"] = revealed_BA.sum() / tokens
-  for s in range(1, num_stages + 1):
-    logits_BAV = model.decode(x_BA, None, enc_mask_BS, fixed)
+
+  def one_stage(m, carry, _):
+    x_BA, total = carry
+    logits_BAV = m.decode(x_BA, None, enc_mask_BS, fixed)
     loss, feasible_B, _ = stage_loss(logits_BAV, slots_BA, targets_BT)
-    aux[f"stage{s}_loss"] = loss
-    total = total + loss
     x_BA = jax.lax.stop_gradient(slot_argmax(logits_BAV, slots_BA))
+    return (x_BA, total + loss), (loss, feasible_B)
+
+  (x_BA, total), (stage_losses, feasible_SB) = model_lib.run_stages(
+    model,
+    one_stage,
+    (x_BA, jnp.float32(0.0)),
+    jnp.arange(num_stages),
+    scan=scan_stages and model.cfg.scanned and num_stages > 1,
+  )
+  feasible_B = feasible_SB[-1]
+  for s in range(num_stages):
+    aux[f"stage{s + 1}_loss"] = stage_losses[s]
   if stage_reduction == "mean":
     total = total / num_stages
   elif stage_reduction != "sum":

@@ -229,9 +229,12 @@ def multi_stage_loss(
   length_weight: float = 1.0,
   glancing: Array | float | None = None,
   logits_chunk: int = 0,
+  scan_stages: bool = False,
 ) -> tuple[Array, dict[str, Array]]:
   """The PaDIR loss from a given X(0); aux holds per-stage metrics and the stage inputs.
   logits_chunk > 0: each stage's token CE by chunked_token_loss (that many positions a chunk).
+  scan_stages (config.loss.scan_stages), with scanned layers: the stages run as one scan, the
+  decoder traced once for all of them (`transformer.run_stages`; the same function).
 
   glancing (None: off): GLAT's ratio. A first decoder pass on X(0), without gradient, then
   `glance` reveals reference tokens in X(0); every stage's token loss leaves the revealed
@@ -250,35 +253,44 @@ def multi_stage_loss(
     aux["glance_ratio"] = jnp.asarray(glancing, jnp.float32)
     aux["glance_revealed"] = revealed_BT.sum() / tokens
     aux["revealed"] = revealed_BT
-  stage_inputs, x_BT, token_loss = [], x0_BT, 0.0
-  for s, stage_key in enumerate(jax.random.split(key, num_stages), start=1):
-    stage_inputs.append(x_BT)
+  if stage_input not in ("argmax", "sample"):
+    raise ValueError(f"stage_input must be 'argmax' or 'sample', got {stage_input!r}")
+
+  def one_stage(m, carry, stage_key):
+    """Stage s: its loss on X(s-1) and X(s) (computed after the last stage too, unused there)."""
+    x_BT, token_loss = carry
     if logits_chunk:
-      h_BTD = model.decode_hidden(x_BT, enc_BSD, enc_mask_BS)
+      h_BTD = m.decode_hidden(x_BT, enc_BSD, enc_mask_BS)
       loss, accuracy, pred_BT = chunked_token_loss(
-        model.cfg, h_BTD, model.embed_VD[...], targets_BT, loss_mask_BT, chunk=logits_chunk
+        m.cfg, h_BTD, m.embed_VD[...], targets_BT, loss_mask_BT, chunk=logits_chunk
       )
-      if s < num_stages and stage_input == "argmax":
+      if stage_input == "argmax":
         x_next_BT = jax.lax.stop_gradient(pred_BT)
-      elif s < num_stages:  # a sample needs the logits: whole, but never kept for the backward
-        logits_BTV = jax.lax.stop_gradient(model._logits(h_BTD))
+      else:  # a sample needs the logits: whole, but never kept for the backward
+        logits_BTV = jax.lax.stop_gradient(m._logits(h_BTD))
         x_next_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
     else:
-      logits_BTV = model.decode(x_BT, enc_BSD, enc_mask_BS)
+      logits_BTV = m.decode(x_BT, enc_BSD, enc_mask_BS)
       loss, accuracy = token_cross_entropy(logits_BTV, targets_BT, loss_mask_BT)
-      if s < num_stages:
-        x_next_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
-    aux[f"stage{s}_loss"], aux[f"stage{s}_accuracy"] = loss, accuracy
-    token_loss = token_loss + loss
-    if s < num_stages:
-      x_BT = x_next_BT
+      x_next_BT = next_stage_input(stage_key, logits_BTV, targets_BT, stage_input)
+    return (x_next_BT, token_loss + loss), (x_BT, loss, accuracy)
+
+  (_, token_loss), (stage_inputs, stage_losses, stage_accuracies) = model_lib.run_stages(
+    model,
+    one_stage,
+    (x0_BT, jnp.float32(0.0)),
+    jax.random.split(key, num_stages),
+    scan=scan_stages and model.cfg.scanned and num_stages > 1,
+  )
+  for s in range(num_stages):
+    aux[f"stage{s + 1}_loss"], aux[f"stage{s + 1}_accuracy"] = stage_losses[s], stage_accuracies[s]
   if stage_reduction == "mean":
     token_loss = token_loss / num_stages
   elif stage_reduction != "sum":
     raise ValueError(f"stage_reduction must be 'mean' or 'sum', got {stage_reduction!r}")
   aux["token_loss"] = token_loss
   aux["token_count"] = token_weights(targets_BT, loss_mask_BT).sum()  # the CE's denominator
-  aux["stage_inputs"] = jnp.stack(stage_inputs)  # [num_stages, B, T]
+  aux["stage_inputs"] = stage_inputs  # [num_stages, B, T]
   return token_loss + length_weight * len_loss, aux
 
 
@@ -295,6 +307,7 @@ def padir_loss(
   length_weight: float = 1.0,
   glancing: Array | float | None = None,
   logits_chunk: int = 0,
+  scan_stages: bool = False,
 ) -> tuple[Array, dict[str, Array]]:
   """Noise the targets (initial_hypothesis), then multi_stage_loss (glancing: its ratio)."""
   key_noise, key_stages = jax.random.split(key)
@@ -317,6 +330,7 @@ def padir_loss(
     length_weight=length_weight,
     glancing=glancing,
     logits_chunk=logits_chunk,
+    scan_stages=scan_stages,
   )
 
 

@@ -483,6 +483,36 @@ def run_layers(
   return x
 
 
+def run_stages(
+  model: nnx.Module, stage: Any, carry: Any, xs: Any, *, scan: bool
+) -> tuple[Any, Any]:
+  """carry, y_i = stage(model, carry, x_i) for each x_i of xs (stacked on the leading axis), ys
+  stacked alike: a multi-stage loss's passes (PaDIR's stages, CTC's).
+
+  scan: one jax.lax.scan, the model traced and compiled once for all the passes (with
+  config.model.scan_layers, as its layers are), the model's state other than its parameters
+  (the dropout streams) in the carry so it advances as in the loop; else a Python loop. Both give
+  the same result, dropout masks included."""
+  n = jax.tree.leaves(xs)[0].shape[0]
+  if not scan:
+    ys = []
+    for i in range(n):
+      carry, y = stage(model, carry, jax.tree.map(lambda a: a[i], xs))
+      ys.append(y)
+    return carry, jax.tree.map(lambda *a: jnp.stack(a), *ys)
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+  def body(c, x):
+    inner, rest = c
+    m = nnx.merge(graphdef, params, rest)
+    inner, y = stage(m, inner, x)
+    return (inner, nnx.split(m, nnx.Param, ...)[2]), y
+
+  (carry, rest), ys = jax.lax.scan(body, (carry, rest), xs)
+  nnx.update(model, rest)
+  return carry, ys
+
+
 class Transformer(nnx.Module):
   """encode() once per source; decode() once per refinement step (nar) or per token (ar)."""
 

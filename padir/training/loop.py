@@ -175,6 +175,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
   if _has(config, "loss.logits_chunk"):
     checks.check_int(config, "loss.logits_chunk", lo=0)
+  if _has(config, "loss.scan_stages"):
+    checks.check_bool(config, "loss.scan_stages")
   if _has(config, "mesh.data"):
     checks.check_int(config, "mesh.data", lo=-1)
   if _has(config, "mesh.model"):
@@ -323,6 +325,7 @@ RESUMABLE_KEYS = (
   "model.scan_layers",
   "model.remat",
   "loss.logits_chunk",
+  "loss.scan_stages",
   "train.grad_accum_steps",
   "train.optimizer_by_shape",
 )
@@ -351,6 +354,7 @@ def loss_fn(
   DAG model; static): the slot positions the batch uses (ctc.batch_slots; 0: all)."""
   c = config.loss
   chunk = c.get("logits_chunk", 0)
+  scan_stages = c.get("scan_stages", False)
   if model.cfg.decoder == "ar":
     return losses.ar_loss(model, batch, logits_chunk=chunk)
   schedule = glancing_schedule(config)
@@ -368,6 +372,7 @@ def loss_fn(
       glancing=glancing,
       key=key,
       num_slots_used=slots or None,
+      scan_stages=scan_stages,
     )
   loss, aux = losses.padir_loss(
     model,
@@ -381,6 +386,7 @@ def loss_fn(
     length_weight=c.length_weight,
     glancing=glancing,
     logits_chunk=chunk,
+    scan_stages=scan_stages,
   )
   aux.pop("stage_inputs")
   aux.pop("revealed", None)

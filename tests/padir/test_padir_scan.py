@@ -160,6 +160,61 @@ def test_scan_and_remat_give_the_loops_loss_and_gradients_with_dropout(remat):
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize(
+  "num_stages, stage_input, chunk, ctc_upsample",
+  [
+    (3, "argmax", 0, 0),
+    (3, "sample", 5, 0),
+    (2, "argmax", 7, 0),
+    (3, "", 0, 2),
+  ],
+)
+def test_scanned_stages_give_the_loops_stages_gradients_and_dropout_streams(
+  num_stages, stage_input, chunk, ctc_upsample
+):
+  """scan_stages, with scanned layers: the loss's stages run as one scan (the decoder traced
+  once): per stage
+  the same inputs, losses and accuracies as the loop's stages (the same weights and seed, dropout
+  0.1, remat full), the same gradient to float32 summation error, and the dropout streams
+  advanced alike: a second call, on the advanced streams, agrees too. PaDIR's stages (argmax and
+  sampled inputs, with and without the chunked token loss) and CTC's."""
+  key = ("nar", 2, 2, 2, not ctc_upsample, ctc_upsample, 0, "float32", 1)
+  batch = _batch(1)
+
+  def loss(m):
+    if ctc_upsample:
+      return ctc.ctc_loss(m, batch, num_stages=num_stages, scan_stages=m.cfg.scanned)
+    return losses.padir_loss(
+      m,
+      batch,
+      jax.random.key(0),
+      num_stages=num_stages,
+      stage_input=stage_input,
+      logits_chunk=chunk,
+      scan_stages=m.cfg.scanned,
+    )
+
+  calls = []
+  for cfg in (_shrunk(key, scan_layers="loop"), _shrunk(key, scan_layers="scan", remat="full")):
+    m = _model(cfg)
+    layer_stack.reseed_dropout(m, jax.random.key(7, impl="rbg"))
+    value_and_grad = nnx.jit(nnx.value_and_grad(loss, has_aux=True))
+    for _ in range(2):
+      (_, aux), grads = value_and_grad(m)
+      calls.append((aux, layer_stack.unstack_layers(grads)))
+  for (aux0, g0), (aux1, g1) in zip(calls[:2], calls[2:]):
+    assert sorted(aux0) == sorted(aux1)
+    assert f"stage{num_stages}_loss" in aux0
+    for name in aux0:
+      if name == "stage_inputs":
+        np.testing.assert_array_equal(aux1[name], aux0[name])
+      else:
+        np.testing.assert_allclose(aux1[name], aux0[name], rtol=1e-6, err_msg=name)
+    for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
+      np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6 * float(jnp.abs(a).max()) + 1e-12)
+  assert not np.allclose(calls[0][0]["token_loss"], calls[1][0]["token_loss"])  # streams moved
+
+
 def test_an_unknown_remat_policy_is_refused():
   with pytest.raises(ValueError, match="remat"):
     _model(_shrunk(list(STRUCTURES)[0], remat="most")).encode(_batch(0)["inputs"])
@@ -293,7 +348,8 @@ def _metrics(workdir: str) -> list[dict]:
   "first,second",
   [
     ({"model.scan_layers": "loop"}, {"model.scan_layers": "scan"}),  # unrolled, resumed scanned
-    ({"model.scan_layers": "scan"}, {"model.scan_layers": "loop"}),  # scanned, resumed unrolled
+    # scanned (the stages too), resumed unrolled
+    ({"model.scan_layers": "scan", "loss.scan_stages": True}, {"model.scan_layers": "loop"}),
     ({"train.grad_accum_steps": 2}, {"train.grad_accum_steps": 2}),  # accumulating, stopped
   ],
   ids=["unrolled_then_scanned", "scanned_then_unrolled", "accumulating"],
