@@ -807,9 +807,10 @@ def padir_batch(cfg, B: int, T: int, seed: int = 0) -> dict:
   }
 
 
-def padir_train_step(cfg, precision: str):
-  """(jitted step(state, batch, key) -> (state, loss), state): padir_loss (2 stages) and
-  AdaFactor as padir.training.optim.make_optimizer, the state donated."""
+def padir_train_step(cfg, precision: str, scan_stages: bool = False):
+  """(jitted step(state, batch, key) -> (state, loss), state): padir_loss (2 stages; scan_stages:
+  config.loss.scan_stages) and AdaFactor as padir.training.optim.make_optimizer, the state
+  donated."""
   import jax
   import optax
   from flax import nnx
@@ -828,7 +829,7 @@ def padir_train_step(cfg, precision: str):
 
   def train_step(state, batch, key):
     model, opt = nnx.merge(graphdef, state)
-    loss_fn = lambda m: losses.padir_loss(m, batch, key)[0]
+    loss_fn = lambda m: losses.padir_loss(m, batch, key, scan_stages=scan_stages)[0]
     loss, grads = nnx.value_and_grad(loss_fn)(model)
     opt.update(model, grads)
     return nnx.state((model, opt)), loss
@@ -837,7 +838,15 @@ def padir_train_step(cfg, precision: str):
 
 
 def padir_train_row(
-  ctx: Context, s: Section, cfg, precision: str, B: int, T: int, label: str = "", profile=True
+  ctx: Context,
+  s: Section,
+  cfg,
+  precision: str,
+  B: int,
+  T: int,
+  label: str = "",
+  profile=True,
+  scan_stages: bool = False,
 ) -> None:
   """One timed row of the paper-size training step of `cfg` in `precision` on B x T (compile
   apart), its MFU by the hand count, and (profile) the five costliest ops of 3 traced steps."""
@@ -848,7 +857,7 @@ def padir_train_row(
   z = ctx.sizes
   batch = padir_batch(cfg, B, T)
   hand = padir_step_flops(z.padir, B, T, T)
-  step, state = padir_train_step(cfg, precision)
+  step, state = padir_train_step(cfg, precision, scan_stages)
   t0 = time.perf_counter()
   compiled = step.lower(state, batch, jax.random.key(0)).compile()
   compile_s = time.perf_counter() - t0
@@ -1003,18 +1012,28 @@ def section_padir_variants(ctx: Context, s: Section) -> None:
   cfg = model_lib.ModelConfig(**z.padir)
   B, T = z.padir_batch, z.padir_length
   precision = z.padir_precisions[0]
-  for label, variant, batch in (
-    (" (default: scan)", dict(scan_layers="scan"), B),
-    (" loop", dict(scan_layers="loop"), B),
-    (" scan remat=dots_saveable", dict(scan_layers="scan", remat="dots_saveable"), B),
-    (" scan remat=full", dict(scan_layers="scan", remat="full"), B),
-    (" scan", dict(scan_layers="scan"), 2 * B),
+  scan = dict(scan_layers="scan")
+  for label, variant, batch, stages in (
+    (" (default: scan)", scan, B, False),
+    (" loop", dict(scan_layers="loop"), B, False),
+    (" scan remat=dots_saveable", dict(scan, remat="dots_saveable"), B, False),
+    (" scan remat=full", dict(scan, remat="full"), B, False),
+    (" scan stages scanned", scan, B, True),
+    (" scan", scan, 2 * B, False),
   ):
     # (a skipped row's note names it as its case would: the tests find it by that name)
     if s.over(f"padir train {precision} B={batch} T={T}{label}", batch / B):
       continue
     padir_train_row(
-      ctx, s, dataclasses.replace(cfg, **variant), precision, batch, T, label, profile=False
+      ctx,
+      s,
+      dataclasses.replace(cfg, **variant),
+      precision,
+      batch,
+      T,
+      label,
+      profile=False,
+      scan_stages=stages,
     )
 
 

@@ -169,7 +169,8 @@ def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path
 @pytest.mark.slow  # up to five tiny training steps compiled (~25 s each here)
 def test_padir_variants_runs_only_when_named_and_times_each_layout(tmp_path):
   """padir_variants is not in the default run and runs when named: one row per layout (the
-  default scan, the loop, remat=dots_saveable and full, twice the batch) or a note naming it as
+  default scan, the loop, remat=dots_saveable and full, the stages scanned, twice the batch) or a
+  note naming it as
   skipped, each row's MFU count from the hand count at its own batch. The budget admits the
   first row and, here, cuts some of the rest, so both paths are taken."""
   proc = _suite(tmp_path, "--budget", "45", "--sections", "padir_variants")
@@ -178,7 +179,8 @@ def test_padir_variants_runs_only_when_named_and_times_each_layout(tmp_path):
   result = json.loads((tmp_path / "accelerator.json").read_text())
   assert list(result["sections"]) == ["padir_variants"], out[-2000:]
   sec = result["sections"]["padir_variants"]
-  labels = ("(default: scan)", " loop", "remat=dots_saveable", "remat=full", "B=8 T=12 scan")
+  labels = ("(default: scan)", " loop", "remat=dots_saveable", "remat=full", "stages scanned")
+  labels += ("B=8 T=12 scan",)
   for label in labels:
     rows = [r for r in sec["rows"] if label in r["case"]]
     skipped = [n for n in sec["notes"] if n.startswith("skipped") and label.strip() in n]
