@@ -186,8 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     # parameter, the scan over layers stored stacked (the accelerator default: scan_layers
     # "auto"; its AdaFactor runs once per stacked array, vmapped over the layers), and that
     # with the loss's two stages a scan too (loss.scan_stages: the decoder traced once)
-    variants = (("loop", False, False), ("loop", True, False), ("scan", True, False))
-    variants += (("scan", True, True),)
+    variants = (
+      ("loop", False, False),
+      ("loop", True, False),
+      ("scan", True, False),
+      ("scan", True, True),
+    )
     if tiny:  # the smoke run: today's step and the default only
       variants = (("loop", False, False), ("scan", True, False))
     for dtype in ("float32", "bfloat16"):

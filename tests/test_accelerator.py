@@ -170,8 +170,7 @@ def test_a_budget_that_forces_skips_ends_in_time_saying_what_it_skipped(tmp_path
 def test_padir_variants_runs_only_when_named_and_times_each_layout(tmp_path):
   """padir_variants is not in the default run and runs when named: one row per layout (the
   default scan, the loop, remat=dots_saveable and full, the stages scanned, twice the batch) or a
-  note naming it as
-  skipped, each row's MFU count from the hand count at its own batch. The budget admits the
+  note naming it as skipped, each row's MFU count from the hand count at its own batch. The budget admits the
   first row and, here, cuts some of the rest, so both paths are taken."""
   proc = _suite(tmp_path, "--budget", "45", "--sections", "padir_variants")
   out, _ = proc.communicate(timeout=900)

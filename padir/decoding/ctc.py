@@ -299,7 +299,7 @@ def ctc_loss(
     one_stage,
     (x_BA, jnp.float32(0.0)),
     jnp.arange(num_stages),
-    scan=scan_stages and model.cfg.scanned and num_stages > 1,
+    scan=scan_stages,
   )
   feasible_B = feasible_SB[-1]
   for s in range(num_stages):

@@ -253,8 +253,6 @@ def multi_stage_loss(
     aux["glance_ratio"] = jnp.asarray(glancing, jnp.float32)
     aux["glance_revealed"] = revealed_BT.sum() / tokens
     aux["revealed"] = revealed_BT
-  if stage_input not in ("argmax", "sample"):
-    raise ValueError(f"stage_input must be 'argmax' or 'sample', got {stage_input!r}")
 
   def one_stage(m, carry, stage_key):
     """Stage s: its loss on X(s-1) and X(s) (computed after the last stage too, unused there)."""
@@ -280,7 +278,7 @@ def multi_stage_loss(
     one_stage,
     (x0_BT, jnp.float32(0.0)),
     jax.random.split(key, num_stages),
-    scan=scan_stages and model.cfg.scanned and num_stages > 1,
+    scan=scan_stages,
   )
   for s in range(num_stages):
     aux[f"stage{s + 1}_loss"], aux[f"stage{s + 1}_accuracy"] = stage_losses[s], stage_accuracies[s]

@@ -484,17 +484,17 @@ def run_layers(
 
 
 def run_stages(
-  model: nnx.Module, stage: Any, carry: Any, xs: Any, *, scan: bool
+  model: "Transformer", stage: Any, carry: Any, xs: Any, *, scan: bool
 ) -> tuple[Any, Any]:
   """carry, y_i = stage(model, carry, x_i) for each x_i of xs (stacked on the leading axis), ys
   stacked alike: a multi-stage loss's passes (PaDIR's stages, CTC's).
 
-  scan: one jax.lax.scan, the model traced and compiled once for all the passes (with
-  config.model.scan_layers, as its layers are), the model's state other than its parameters
-  (the dropout streams) in the carry so it advances as in the loop; else a Python loop. Both give
-  the same result, dropout masks included."""
+  scan (config.loss.scan_stages), when the model's layers are scanned too and there are two
+  passes or more: one jax.lax.scan, the model traced and compiled once for all the passes, the
+  model's state other than its parameters (the dropout streams) in the carry so it advances as
+  in the loop; else a Python loop. Both give the same result, dropout masks included."""
   n = jax.tree.leaves(xs)[0].shape[0]
-  if not scan:
+  if not (scan and model.cfg.scanned and n > 1):
     ys = []
     for i in range(n):
       carry, y = stage(model, carry, jax.tree.map(lambda a: a[i], xs))

@@ -173,11 +173,10 @@ def test_scanned_stages_give_the_loops_stages_gradients_and_dropout_streams(
   num_stages, stage_input, chunk, ctc_upsample
 ):
   """scan_stages, with scanned layers: the loss's stages run as one scan (the decoder traced
-  once): per stage
-  the same inputs, losses and accuracies as the loop's stages (the same weights and seed, dropout
-  0.1, remat full), the same gradient to float32 summation error, and the dropout streams
-  advanced alike: a second call, on the advanced streams, agrees too. PaDIR's stages (argmax and
-  sampled inputs, with and without the chunked token loss) and CTC's."""
+  once): per stage the same inputs, losses and accuracies as the loop's stages (the same weights
+  and seed, dropout 0.1, remat full), the same gradient to float32 summation error, and the
+  dropout streams advanced alike: a second call, on the advanced streams, agrees too. PaDIR's
+  stages (argmax and sampled inputs, with and without the chunked token loss) and CTC's."""
   key = ("nar", 2, 2, 2, not ctc_upsample, ctc_upsample, 0, "float32", 1)
   batch = _batch(1)
 
