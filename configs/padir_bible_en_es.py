@@ -65,12 +65,16 @@ def get_config() -> ml_collections.ConfigDict:
   # How the layers run (the same function and the same checkpoints either way):
   # scan_layers "scan" stacks each layer kind's parameters inside the step and runs one
   # jax.lax.scan (compiled once per kind, not once per layer), "loop" runs a Python loop, "auto"
-  # the scan on an accelerator and the loop on a CPU (0.70x / 0.91x per step scanned on the
-  # synthetic / Bible configs on 2 CPU cores: docs/padir_training.md); remat recomputes each
-  # layer's activations in the backward pass: "none", "full" (keep the layer's input only) or
+  # the scan on an accelerator and the loop on a CPU (0.81-0.83x / 0.90-1.01x per step scanned
+  # on the synthetic / Bible configs on 2 CPU cores: docs/padir_training.md); remat recomputes
+  # each layer's activations in the backward pass: "none", "full" (keep the layer's input only) or
   # "dots_saveable" (keep the matmul outputs). Both may change between the legs of a run.
   config.model.scan_layers = "auto"
   config.model.remat = "none"  # per-layer rematerialisation policy (above)
+  # "layer": each layer's dropout masks in training from one draw of random bits (the bit
+  # generator compiled once a layer, not once a dropout site: docs/padir_training.md); "site":
+  # one draw a site (the masks of runs before this key). The same dropout either way.
+  config.model.dropout_draw = "layer"
 
   config.loss = ml_collections.ConfigDict()
   config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens

@@ -99,6 +99,11 @@ class ModelConfig:
   # mean scan / loop. Checkpoints are per layer in both (either layout restores the other's).
   scan_layers: bool | str = "auto"
   remat: Literal["none", "full", "dots_saveable"] = "none"  # REMAT_POLICIES: per-layer remat
+  # "layer": in training, each layer's dropout masks come from one draw of random bits
+  # (draw_dropout; the compiled step expands the bit generator once a layer, not once a site);
+  # "site": each dropout site draws its own (nnx.Dropout; the masks of runs before this option).
+  # Both drop each element independently with probability dropout_rate.
+  dropout_draw: Literal["layer", "site"] = "layer"
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -177,6 +182,38 @@ def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
   )
 
 
+def draw_dropout(drop: nnx.Dropout, *shapes: tuple[int, ...]) -> tuple[Array, ...] | None:
+  """A layer's dropout keep-masks, one per shape, from ONE draw of `drop`'s stream (one key, one
+  block of random bits cut into the shapes); None in eval mode or at rate 0 (nothing dropped).
+  Each element is kept with probability 1 - rate (to 2^-32), independently, as nnx.Dropout
+  keeps it; one draw instead of one per dropout site takes the random-bit generator's expansion
+  out of the compiled program all but once a layer (on a CPU a fifth of the scanned bf16 step's
+  instructions; docs/padir_training.md)."""
+  if drop.deterministic or drop.rate == 0.0:
+    return None
+  sizes = [math.prod(shape) for shape in shapes]
+  bits = jax.random.bits(drop.rngs(), (sum(sizes),), jnp.uint32)
+  keep = bits < jnp.uint32(min(round((1.0 - drop.rate) * 2**32), 2**32 - 1))
+  starts = [sum(sizes[:i]) for i in range(len(sizes))]
+  return tuple(keep[a : a + n].reshape(shape) for a, n, shape in zip(starts, sizes, shapes))
+
+
+def _one_draw(cfg: ModelConfig) -> bool:
+  if cfg.dropout_draw not in ("layer", "site"):
+    raise ValueError(f"dropout_draw must be 'layer' or 'site', got {cfg.dropout_draw!r}")
+  return cfg.dropout_draw == "layer"
+
+
+def dropped(drop: nnx.Dropout, x: Array, keep: Array | None) -> Array:
+  """x through dropout with a keep-mask from draw_dropout (kept elements scaled by 1 / (1 -
+  rate), as nnx.Dropout does); keep None: drop's own call (eval mode: x unchanged)."""
+  if keep is None:
+    return drop(x)
+  if drop.rate >= 1.0:
+    return jnp.zeros_like(x)
+  return jax.lax.select(keep, x / (1.0 - drop.rate), jnp.zeros_like(x))
+
+
 class Attention(nnx.Module):
   """Multi-head attention with separate query, key and value inputs."""
 
@@ -198,8 +235,12 @@ class Attention(nnx.Module):
     """A weight in the compute dtype (the float32 master copy stays the parameter)."""
     return param[...].astype(self.dtype)
 
-  def __call__(self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array) -> Array:
-    return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK)
+  def __call__(
+    self, q_BQD: Array, k_BKD: Array, v_BKD: Array, mask_BQK: Array, keep: Array | None = None
+  ) -> Array:
+    """keep: the attention weights' dropout keep-mask [B, N, Q, K] (draw_dropout); None: this
+    module's own dropout."""
+    return self.attend(q_BQD, self.keys(k_BKD), self.values(v_BKD), mask_BQK, keep)
 
   # Layouts (issue 30): every projection is a plain [rows, D] x [D, N H] product whose output
   # keeps the rows first ("...NH"); asking XLA for heads before positions in the product's output
@@ -227,18 +268,27 @@ class Attention(nnx.Module):
       "BQNH,BNHK->BNQK", q_BQNH, k_BNHK, preferred_element_type=jnp.float32
     ) / jnp.sqrt(jnp.float32(q_BQNH.shape[-1]))
 
-  def attend(self, q_BQD: Array, k_BNHK: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
+  def attend(
+    self,
+    q_BQD: Array,
+    k_BNHK: Array,
+    v_BNKH: Array,
+    mask_BQK: Array,
+    keep: Array | None = None,
+  ) -> Array:
     """Attention over already projected keys and values (a KV cache holds those); the scores
     and their softmax in float32."""
-    return self.attend_scores(self.scores(q_BQD, k_BNHK), v_BNKH, mask_BQK)
+    return self.attend_scores(self.scores(q_BQD, k_BNHK), v_BNKH, mask_BQK, keep)
 
-  def attend_scores(self, logits_xNQK: Array, v_BNKH: Array, mask_BQK: Array) -> Array:
+  def attend_scores(
+    self, logits_xNQK: Array, v_BNKH: Array, mask_BQK: Array, keep: Array | None = None
+  ) -> Array:
     """attend() given the scores (batch B, or 1 for scores every row shares)."""
     logits_BNQK = jnp.where(mask_BQK[:, None], logits_xNQK, NEG_INF)
     probs_BNQK = jax.nn.softmax(logits_BNQK, axis=-1)
     if self.sow_weights:
       self.sow(nnx.Intermediate, "weights_BNQK", probs_BNQK)
-    probs_BNQK = self.dropout(probs_BNQK).astype(self.dtype)
+    probs_BNQK = dropped(self.dropout, probs_BNQK, keep).astype(self.dtype)
     out_BNQH = jnp.einsum("BNQK,BNKH->BNQH", probs_BNQK, v_BNKH)
     return self.output(jnp.transpose(out_BNQH, (0, 2, 1, 3)))
 
@@ -279,8 +329,10 @@ class FeedForward(nnx.Module):
     )
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
-  def __call__(self, x_BLD: Array) -> Array:
-    return self.down(self.dropout(jax.nn.relu(self.up(x_BLD))))
+  def __call__(self, x_BLD: Array, keep: Array | None = None) -> Array:
+    """keep: the hidden units' dropout keep-mask [B, L, d_ff] (draw_dropout); None: this
+    module's own dropout."""
+    return self.down(dropped(self.dropout, jax.nn.relu(self.up(x_BLD)), keep))
 
 
 class EncoderLayer(nnx.Module):
@@ -292,11 +344,19 @@ class EncoderLayer(nnx.Module):
     self.norm_ffn = _layer_norm(cfg, rngs)
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+    self.one_draw = _one_draw(cfg)
 
   def __call__(self, x_BSD: Array, mask_BSS: Array) -> Array:
+    """In training, every dropout mask of the layer comes from one draw (draw_dropout)."""
+    B, S, D = x_BSD.shape
+    N, F = self.self_attention.w_q_DNH.shape[1], self.ffn.up.out_features
+    shapes = (B, N, S, S), (B, S, D), (B, S, F), (B, S, D)
+    keep = draw_dropout(self.dropout, *shapes) if self.one_draw else None
+    probs, attended, hidden, ffn = keep or (None,) * 4
     h_BSD = self.norm_self(x_BSD)
-    x_BSD = x_BSD + self.dropout(self.self_attention(h_BSD, h_BSD, h_BSD, mask_BSS))
-    return x_BSD + self.dropout(self.ffn(self.norm_ffn(x_BSD)))
+    a_BSD = self.self_attention(h_BSD, h_BSD, h_BSD, mask_BSS, probs)
+    x_BSD = x_BSD + dropped(self.dropout, a_BSD, attended)
+    return x_BSD + dropped(self.dropout, self.ffn(self.norm_ffn(x_BSD), hidden), ffn)
 
 
 @struct.dataclass
@@ -350,6 +410,7 @@ class DecoderLayer(nnx.Module):
     self.norm_ffn = _layer_norm(cfg, rngs)
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+    self.one_draw = _one_draw(cfg)
 
   def __call__(
     self,
@@ -361,24 +422,35 @@ class DecoderLayer(nnx.Module):
     fixed: LayerFixed | None = None,
   ) -> Array:
     """fixed: this layer's cross-attention keys and values already projected (then enc_BSD is
-    not read); None projects enc_BSD here."""
+    not read); None projects enc_BSD here. In training, every dropout mask of the layer comes
+    from one draw (draw_dropout)."""
+    (B, T, D), S = x_BTD.shape, mask_BTS.shape[-1]
+    N, F = self.self_attention.w_q_DNH.shape[1], self.ffn.up.out_features
+    positional = self.positional_attention is not None
+    shapes = [(B, N, T, T), (B, T, D)] * (2 if positional else 1)
+    shapes += [(B, N, T, S), (B, T, D), (B, T, F), (B, T, D)]
+    keep = draw_dropout(self.dropout, *shapes) if self.one_draw else None
+    keep = list(keep or (None,) * len(shapes))
     h_BTD = self.norm_self(x_BTD)
-    x_BTD = x_BTD + self.dropout(self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT))
-    if self.positional_attention is not None:
+    a_BTD = self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT, keep.pop(0))
+    x_BTD = x_BTD + dropped(self.dropout, a_BTD, keep.pop(0))
+    if positional:
       # Queries and keys are positions only: their scores once, shared by the B rows.
       att = self.positional_attention
       scores_1NTT = att.scores(pos_1TD, att.keys(pos_1TD))
       values_BNTH = att.values(self.norm_positional(x_BTD))
-      x_BTD = x_BTD + self.dropout(att.attend_scores(scores_1NTT, values_BNTH, mask_BTT))
+      a_BTD = att.attend_scores(scores_1NTT, values_BNTH, mask_BTT, keep.pop(0))
+      x_BTD = x_BTD + dropped(self.dropout, a_BTD, keep.pop(0))
     h_BTD = self.norm_cross(x_BTD)
     if fixed is None:
-      cross_BTD = self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS)
+      cross_BTD = self.cross_attention(h_BTD, enc_BSD, enc_BSD, mask_BTS, keep.pop(0))
     else:
       cross_BTD = self.cross_attention.attend(
-        h_BTD, fixed.cross_k_MNHS, fixed.cross_v_MNSH, mask_BTS
+        h_BTD, fixed.cross_k_MNHS, fixed.cross_v_MNSH, mask_BTS, keep.pop(0)
       )
-    x_BTD = x_BTD + self.dropout(cross_BTD)
-    return x_BTD + self.dropout(self.ffn(self.norm_ffn(x_BTD)))
+    x_BTD = x_BTD + dropped(self.dropout, cross_BTD, keep.pop(0))
+    hidden, ffn = keep
+    return x_BTD + dropped(self.dropout, self.ffn(self.norm_ffn(x_BTD), hidden), ffn)
 
   def step(
     self, x_MD: Array, t: Array, prefix: LayerPrefix, fixed: LayerFixed, enc_mask_MS: Array

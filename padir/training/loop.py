@@ -173,6 +173,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_bool(config, "train.optimizer_by_shape")
   if _has(config, "model.remat"):
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
+  if _has(config, "model.dropout_draw"):
+    checks.check_choice(config, "model.dropout_draw", ("layer", "site"))
   if _has(config, "loss.logits_chunk"):
     checks.check_int(config, "loss.logits_chunk", lo=0)
   if _has(config, "loss.scan_stages"):

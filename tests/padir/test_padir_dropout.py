@@ -1,0 +1,103 @@
+"""A layer's dropout masks from one draw of random bits (model.dropout_draw = "layer",
+padir.model.transformer.draw_dropout) are the dropout nnx.Dropout applies site by site: each
+element kept with probability 1 - rate, independently of the other sites and of the next draw,
+and the training loss has the same distribution under both draws. Tolerances are z-scores of
+the sample sizes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from padir.model import layer_stack
+from padir.model import transformer as model_lib
+
+Z = 5.0  # a z-score no correct implementation reaches but with probability ~6e-7
+
+
+def _within(observed: float, p: float, n: int) -> bool:
+  return abs(observed - p) <= Z * np.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.3])
+def test_one_draw_keeps_each_element_with_probability_one_minus_rate_independently(rate):
+  drop = nnx.Dropout(rate, rngs=nnx.Rngs(dropout=0))
+  shapes = ((64, 50), (3, 7, 11), (64, 50))
+  first = [np.asarray(m) for m in model_lib.draw_dropout(drop, *shapes)]
+  second = [np.asarray(m) for m in model_lib.draw_dropout(drop, *shapes)]
+  keep = 1 - rate
+  for got, shape in zip(first, shapes):
+    assert got.shape == shape and got.dtype == bool
+    assert _within(got.mean(), keep, got.size), (shape, got.mean())
+  # two sites of one draw, and one site in two draws: independent (both kept: keep^2)
+  n = first[0].size
+  assert _within((first[0] & first[2]).mean(), keep**2, n)
+  assert _within((first[0] & second[0]).mean(), keep**2, n)
+
+
+def test_no_masks_in_eval_mode_or_at_rate_zero_and_a_kept_element_is_scaled():
+  assert model_lib.draw_dropout(nnx.Dropout(0.0, rngs=nnx.Rngs(dropout=0)), (4,)) is None
+  drop = nnx.Dropout(0.25, rngs=nnx.Rngs(dropout=0), deterministic=True)
+  assert model_lib.draw_dropout(drop, (4,)) is None
+  drop = nnx.Dropout(0.25, rngs=nnx.Rngs(dropout=0))
+  x = jnp.arange(1.0, 9.0)
+  keep = jnp.array([True, False] * 4)
+  np.testing.assert_allclose(
+    model_lib.dropped(drop, x, keep), np.where(np.asarray(keep), np.arange(1.0, 9.0) / 0.75, 0)
+  )
+
+
+def _cfg(draw: str, positional: bool) -> model_lib.ModelConfig:
+  return model_lib.ModelConfig(
+    vocab_size=40,
+    max_source_length=8,
+    max_target_length=8,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    num_heads=2,
+    d_model=16,
+    d_ff=32,
+    dropout_rate=0.3,
+    positional_attention=positional,
+    dropout_draw=draw,
+  )
+
+
+@pytest.mark.parametrize("positional", [True, False])
+def test_the_layer_draw_gives_the_per_site_draws_loss_distribution(positional):
+  """The decoder's token cross-entropy in training mode over 256 dropout seeds, one draw a layer
+  against one a site (nnx.Dropout), the same weights: equal means (two-sample z-test) and
+  spreads (their ratio within the sampling error of a standard deviation); and in eval mode
+  the two models are the same function."""
+  rng = np.random.default_rng(0)
+  inputs = jnp.asarray(rng.integers(6, 40, (8, 8)), jnp.int32)
+  targets = jnp.asarray(rng.integers(6, 40, (8, 8)), jnp.int32)
+  seeds = jax.random.split(jax.random.key(1), 256)
+  samples, evals = {}, {}
+  for draw in ("layer", "site"):
+    model = model_lib.Transformer(_cfg(draw, positional), rngs=nnx.Rngs(params=0, dropout=0))
+    graphdef, state = nnx.split(model)
+
+    def loss(key, state, graphdef=graphdef):
+      m = nnx.merge(graphdef, state)
+      layer_stack.reseed_dropout(m, key)
+      enc, mask = m.encode(inputs)
+      logp = jax.nn.log_softmax(m.decode(targets, enc, mask), -1)
+      return -jnp.take_along_axis(logp, targets[..., None], -1).mean()
+
+    samples[draw] = np.asarray(jax.jit(jax.vmap(loss, in_axes=(0, None)))(seeds, state))
+    model.eval()
+    enc, mask = model.encode(inputs)
+    evals[draw] = np.asarray(model.decode(targets, enc, mask))
+  a, b = samples["layer"], samples["site"]
+  n = len(a)
+  assert a.std() > 0 and not np.allclose(a, b)  # dropout acts, and the masks differ
+  assert abs(a.mean() - b.mean()) <= Z * np.sqrt((a.var() + b.var()) / n), (a.mean(), b.mean())
+  assert abs(np.log(a.std() / b.std())) <= Z * np.sqrt(1 / (n - 1)), (a.std(), b.std())
+  np.testing.assert_array_equal(evals["layer"], evals["site"])
+
+
+def test_an_unknown_draw_is_refused():
+  with pytest.raises(ValueError, match="dropout_draw"):
+    model_lib.Transformer(_cfg("block", True), rngs=nnx.Rngs(0))
