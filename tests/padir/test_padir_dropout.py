@@ -4,6 +4,8 @@ element kept with probability 1 - rate, independently of the other sites and of 
 and the training loss has the same distribution under both draws. Tolerances are z-scores of
 the sample sizes."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -96,6 +98,19 @@ def test_the_layer_draw_gives_the_per_site_draws_loss_distribution(positional):
   assert abs(a.mean() - b.mean()) <= Z * np.sqrt((a.var() + b.var()) / n), (a.mean(), b.mean())
   assert abs(np.log(a.std() / b.std())) <= Z * np.sqrt(1 / (n - 1)), (a.std(), b.std())
   np.testing.assert_array_equal(evals["layer"], evals["site"])
+
+
+def test_without_dropout_both_draws_are_one_function_in_training():
+  """The released configs train with dropout 0: their training step is the same either way."""
+  rng = np.random.default_rng(1)
+  inputs = jnp.asarray(rng.integers(6, 40, (4, 8)), jnp.int32)
+  out = {}
+  for draw in ("layer", "site"):
+    cfg = dataclasses.replace(_cfg(draw, True), dropout_rate=0.0)
+    model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=0))
+    enc, mask = model.encode(inputs)
+    out[draw] = np.asarray(model.decode(inputs, enc, mask))
+  np.testing.assert_array_equal(out["layer"], out["site"])
 
 
 def test_an_unknown_draw_is_refused():
