@@ -365,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     policies = [("full", 16)] if tiny else [("full", 2048), ("dots_saveable", 2048)]
     for remat, chunk in policies:  # (the smoke run: one 8-device compile)
       over = {
+        "model.scan_layers": "scan",  # as the table says ("auto" would pick the loop on a CPU)
         "train.grad_accum_steps": K,
         "model.remat": remat,
         "loss.logits_chunk": chunk,
