@@ -347,7 +347,8 @@ class EncoderLayer(nnx.Module):
     self.one_draw = _one_draw(cfg)
 
   def __call__(self, x_BSD: Array, mask_BSS: Array) -> Array:
-    """In training, every dropout mask of the layer comes from one draw (draw_dropout)."""
+    """In training with dropout_draw "layer", the layer's dropout masks come from one draw
+    (draw_dropout)."""
     B, S, D = x_BSD.shape
     N, F = self.self_attention.w_q_DNH.shape[1], self.ffn.up.out_features
     shapes = (B, N, S, S), (B, S, D), (B, S, F), (B, S, D)
@@ -422,8 +423,8 @@ class DecoderLayer(nnx.Module):
     fixed: LayerFixed | None = None,
   ) -> Array:
     """fixed: this layer's cross-attention keys and values already projected (then enc_BSD is
-    not read); None projects enc_BSD here. In training, every dropout mask of the layer comes
-    from one draw (draw_dropout)."""
+    not read); None projects enc_BSD here. In training with dropout_draw "layer", the layer's
+    dropout masks come from one draw (draw_dropout)."""
     (B, T, D), S = x_BTD.shape, mask_BTS.shape[-1]
     N, F = self.self_attention.w_q_DNH.shape[1], self.ffn.up.out_features
     positional = self.positional_attention is not None
