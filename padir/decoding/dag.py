@@ -139,6 +139,7 @@ def beam(
   lm_weight: float | Array = 0.0,
   early_exit: bool = True,
   length_norm: float | Array = 0.0,
+  length_logp: Array | None = None,
 ) -> tuple[Array, Array]:
   """Beam search over translations (module docstring): (the best finished tokens [B, A], EOS
   last, PAD after; its log P(y | x) [B], about NEG where nothing finished). With lm, an n-gram
@@ -148,7 +149,9 @@ def beam(
   finished translations are ranked by that score divided by |y|^b (|y| counting EOS;
   DA-Transformer's length normalisation), which undoes the preference of a sum of
   log-probabilities for short translations; prefixes all have the same length at each step, so
-  only the choice among finished translations changes.
+  only the choice among finished translations changes. length_logp [B, A + 1], a log-prior
+  over |y| (index = length, EOS counted; e.g. 0 at a known length and NEG elsewhere), is added
+  to each finished translation's score after the normalisation.
 
   A prefix's probability mass, log sum_v beta(v), bounds every translation it can still become
   (each token, edge and the final EOS multiply it by at most 1, and the n-gram term only falls);
@@ -170,6 +173,14 @@ def beam(
     lm_advance = functools.partial(ngram.advance, lm)
   lm_weight = jnp.asarray(lm_weight, jnp.float32)
   length_norm = jnp.asarray(length_norm, jnp.float32)
+  if length_logp is None:
+    length_BL = jnp.zeros((B, A + 1), jnp.float32)
+  elif length_logp.shape != (B, A + 1):
+    raise ValueError(f"length_logp must be [B, A + 1] = {(B, A + 1)}, got {length_logp.shape}")
+  else:
+    length_BL = length_logp.astype(jnp.float32)
+  # the best length term a prefix of t words can still get: the max over lengths >= t + 1
+  reach_BL = jax.lax.cummax(length_BL, axis=1, reverse=True)
   eos = tokenizer_lib.EOS_ID
   last_B = live_BA.sum(-1) - 1
   vertex_A = jnp.arange(A)
@@ -199,6 +210,7 @@ def beam(
     fin_BK = jnp.take_along_axis(s.beta_BKA, last_B[:, None, None], axis=2)[..., 0]
     fin_BK = fin_BK + eos_last_B[:, None] + lm_weight * (s.lm_score_BK + lm_BKV[..., eos])
     fin_BK = fin_BK / (t + 1.0) ** length_norm  # t words and EOS
+    fin_BK = fin_BK + jax.lax.dynamic_index_in_dim(length_BL, t + 1, axis=1)
     k_B = jnp.argmax(fin_BK, -1)
     fin_B = jnp.take_along_axis(fin_BK, k_B[:, None], axis=1)[:, 0]
     fin_BA = jnp.take_along_axis(s.tokens_BKA, k_B[:, None, None], axis=1)[:, 0]
@@ -234,6 +246,7 @@ def beam(
     first_BK = jnp.argmax(s.beta_BKA > dag_lib.NEG / 2, axis=-1)
     longest_BK = t + 1.0 + (last_B[:, None] - first_BK)
     bound_BK = jnp.where(bound_BK > 0, bound_BK, bound_BK / longest_BK**length_norm)
+    bound_BK = bound_BK + jax.lax.dynamic_index_in_dim(reach_BL, jnp.minimum(t + 1, A), axis=1)
     return bound_BK.max(-1) > s.best_B
 
   def cond(carry):

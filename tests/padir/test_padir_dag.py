@@ -149,6 +149,43 @@ def test_beam_search_with_a_full_beam_is_the_best_translation_by_enumeration(see
   np.testing.assert_allclose(dag.path_logprob(*args, narrow), narrow_score, rtol=1e-4)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_length_prior_picks_the_best_translation_of_its_lengths_by_enumeration(seed):
+  """With length_logp (a log-prior over |y|, EOS counted), a full beam returns argmax_y
+  log P(y | x) + prior[|y|] over every y, and that sum as its score: a prior of 0 at one
+  length and NEG elsewhere gives the best translation of that length, which differs from the
+  unconstrained best in some row (so the comparison can fail); the early exit changes nothing."""
+  counts = [5, 4, 3]
+  logp, links, live = _graph(seed, counts, A=5)
+  words = [y for y in range(V) if y not in (tok.EOS_ID, tok.PAD_ID)]
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live))
+  wide = len(words) ** (max(counts) - 1)
+  free = np.asarray(dag_decoding.beam(*args, beam_size=wide)[0])
+  rng = np.random.default_rng(seed)
+  soft = np.log(rng.dirichlet(np.ones(6), size=3)).astype(np.float32)
+  forced = np.full((3, 6), NEG, np.float32)
+  forced[np.arange(3), [n for n in counts]] = 0.0  # |y| = n: n - 1 words and EOS
+  changed = False
+  for prior in (soft, forced):
+    tokens, score = dag_decoding.beam(*args, beam_size=wide, length_logp=jnp.asarray(prior))
+    slow = dag_decoding.beam(
+      *args, beam_size=wide, length_logp=jnp.asarray(prior), early_exit=False
+    )
+    np.testing.assert_array_equal(tokens, slow[0])
+    tokens = np.asarray(tokens)
+    for row, n in enumerate(counts):
+      every = {}
+      for m in range(n):
+        for y in itertools.product(words, repeat=m):
+          every[(*y, tok.EOS_ID)] = _marginal(logp[row], links[row], n, (*y, tok.EOS_ID))
+          every[(*y, tok.EOS_ID)] += prior[row, m + 1]
+      best = max(every, key=every.get)
+      assert tuple(tokens[row, : len(best)].tolist()) == best
+      np.testing.assert_allclose(score[row], every[best], rtol=1e-4)
+      changed |= not np.array_equal(tokens[row], free[row])
+  assert changed
+
+
 @pytest.mark.parametrize("seed, w, b", [(0, 0.7, 0.0), (1, 0.7, 0.0), (0, 0.5, 1.0), (1, 0.5, 1.0)])
 def test_the_joint_n_gram_beam_is_the_best_joint_score_by_enumeration(seed, w, b):
   """With an n-gram model (padir.decoding.ngram) and length_norm b, a full beam returns
