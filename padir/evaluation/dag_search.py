@@ -16,7 +16,10 @@ the DAG's marginal, the n-gram automaton for P_lm):
 A tie (within TOLERANCE nats) is not a search error. CLI: `python -m padir.evaluation.dag_search
 --run DIR [--step N] [--beam-sizes 5,20]`, one row per beam width over a split of the run's
 corpus, with the n-gram model and (w, b) the run's validation chose at that checkpoint, then
-the share wrong by how much of its graph the reference fills, M / n_v (`by_fill`).
+the share wrong by how much of its graph the reference fills, M / n_v (`by_fill`). Two
+remedies can be tried on the same table: `--oracle-length` (the beam finishes translations of
+the reference's length only: what a perfect length model would mend) and `--average K` (the
+mean parameters of the last K checkpoints up to the step).
 """
 
 from __future__ import annotations
@@ -118,15 +121,23 @@ def score_graph(
   lm_weight: float | Array,
   length_norm: float | Array,
   beam_size: int,
+  oracle_length: bool = False,
 ) -> dict[str, Array]:
   """One batch's graphs (padir.model.dag's token log-probabilities and links): the beam's
   translation (tokens [B, A], EOS last, PAD after) and, for it and the reference (EOS-terminated,
   PAD after), the DAG's log P(. | x) ("hyp_dag", "ref_dag"), the beam's objective s ("hyp_score",
   "ref_score"; "beam_score" as the beam itself returns it), and whether the reference is
-  feasible."""
+  feasible. oracle_length: the beam finishes translations of the reference's length only (an
+  oracle length model: what knowing the length would mend)."""
+  length_BL = None
+  if oracle_length:
+    B, A = live_BA.shape
+    M_B = (refs_BT != tokenizer_lib.PAD_ID).sum(-1)
+    length_BL = jnp.where(jnp.arange(A + 1)[None] == M_B[:, None], 0.0, dag_lib.NEG)
   hyp_BA, beam_B = dag_decoding.beam(
-    logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight, length_norm=length_norm
-  )
+    logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight, length_norm=length_norm,
+    length_logp=length_BL,
+  )  # fmt: skip
   out = {"tokens": hyp_BA, "beam_score": beam_B, "feasible": dag_lib.feasible(live_BA, refs_BT)}
   for name, y_BT in (("hyp", hyp_BA), ("ref", refs_BT)):
     dag_B = dag_lib.path_logprob(logp_BAV, links_BAZ, live_BA, y_BT)
@@ -135,7 +146,7 @@ def score_graph(
   return out
 
 
-@functools.partial(nnx.jit, static_argnames=("beam_size",))
+@functools.partial(nnx.jit, static_argnames=("beam_size", "oracle_length"))
 def score_batch(
   model: model_lib.Transformer,
   inputs_BS: Array,
@@ -144,6 +155,7 @@ def score_batch(
   lm_weight: Array,
   length_norm: Array,
   beam_size: int,
+  oracle_length: bool = False,
 ) -> dict[str, Array]:
   """`score_graph` on the graphs a DAG model builds for a batch of sources."""
   enc_BSD, enc_mask_BS = model.encode(inputs_BS)
@@ -152,7 +164,9 @@ def score_batch(
   logp_BAV, links_BAZ = dag_lib.vertex_outputs(
     model, x_BA, enc_mask_BS, model.project_encoder(enc_BSD)
   )
-  return score_graph(logp_BAV, links_BAZ, live_BA, refs_BT, lm, lm_weight, length_norm, beam_size)
+  return score_graph(
+    logp_BAV, links_BAZ, live_BA, refs_BT, lm, lm_weight, length_norm, beam_size, oracle_length
+  )
 
 
 def classify(
@@ -181,6 +195,7 @@ def attribute(
   lm_weight: float = 0.0,
   length_norm: float = 0.0,
   batch_size: int = 64,
+  oracle_length: bool = False,
 ) -> Attribution:
   """The attribution (module docstring) of the beam's translations of `sources` against
   `references`, one each. A translation is wrong where its text differs from the reference's
@@ -208,6 +223,7 @@ def attribute(
       jnp.float32(lm_weight),
       jnp.float32(length_norm),
       int(beam_size),
+      bool(oracle_length),
     )
     out = jax.tree.map(np.asarray, out)
     live_BS = inputs_BS != tokenizer_lib.PAD_ID
@@ -250,6 +266,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   p.add_argument("--split", default="test", help="the corpus split: test or valid")
   p.add_argument("--beam-sizes", default=str(dag_decoding.BEAM_SIZE), help="'5,20': a row each")
   p.add_argument("--limit", type=int, default=0, help="the first N pairs only (0: all)")
+  p.add_argument(
+    "--oracle-length",
+    action="store_true",
+    help="the beam told each reference's length (what a perfect length model would mend)",
+  )
+  p.add_argument(
+    "--average",
+    type=int,
+    default=1,
+    help="decode the mean parameters of the last K checkpoints up to --step (default 1: none)",
+  )
   args = p.parse_args(argv)
   try:
     sizes = [int(s) for s in args.beam_sizes.split(",") if s.strip()]
@@ -257,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.error(f"--beam-sizes {args.beam_sizes!r}: integers joined by commas, e.g. '5,20'")
   if not sizes or min(sizes) < 1:
     p.error(f"--beam-sizes {args.beam_sizes!r}: each width >= 1, e.g. '5,20'")
+  if args.average < 1:
+    p.error(f"--average {args.average}: a count of checkpoints >= 1, e.g. 3")
   if args.split not in ("test", "valid"):
     p.error(f"--split {args.split!r}: test or valid")
   if not restore.checkpoint_steps(args.run):
@@ -265,7 +294,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   if args.step is not None and args.step not in steps:
     p.error(f"--step {args.step}: no such checkpoint in {args.run!r}; it has {sorted(steps)}")
   step = args.step if args.step is not None else max(steps)
+  averaged = [s for s in sorted(steps) if s <= step][-args.average :]
+  if len(averaged) < args.average:
+    p.error(
+      f"--average {args.average}: {args.run!r} has {len(averaged)} checkpoint(s) up to {step}"
+    )
   model, tok, config = restore.load_model(args.run, step)
+  if len(averaged) > 1:
+    params = [nnx.state(restore.load_model(args.run, s)[0], nnx.Param) for s in averaged]
+    nnx.update(model, jax.tree.map(lambda *xs: sum(xs) / len(xs), *params))
   d = config.data
   pairs = corpus.read_split(d.corpus_dir, args.split, d.source_lang, d.target_lang)
   if args.limit:
@@ -280,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   )
   print(
     f"{args.run} step {step}, {args.split} ({len(pairs)} pairs), {order}-gram model, w {w:g}, b {b:g}"
+    + (f", parameters averaged over steps {averaged}" if len(averaged) > 1 else "")
+    + (", the beam told each reference's length" if args.oracle_length else "")
   )
   print("| beam | BLEU | " + " | ".join(HEADER) + " |")
   print("|---" * (len(HEADER) + 2) + "|")
@@ -294,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       lm_weight=w,
       length_norm=b,
       batch_size=config.decode.batch_size,
+      oracle_length=args.oracle_length,
     )
     bleu = metrics.bleu(a.hypotheses, references, d.target_lang).score
     print(f"| {k} | {bleu:.2f} | " + " | ".join(a.row()) + " |", flush=True)

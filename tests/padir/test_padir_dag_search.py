@@ -100,6 +100,27 @@ def test_scores_are_the_beam_s_objective_and_a_missed_best_is_a_search_error(see
   assert missed  # the narrow beam missed somewhere: the comparison can fail
 
 
+def test_told_the_reference_length_the_beam_returns_the_best_translation_of_that_length():
+  """oracle_length: a full beam's translation is the best by the objective among translations
+  as long as the reference (by enumeration), in some row not the unconstrained best."""
+  counts = [5, 5, 4, 3]
+  logp, links, live = _graph(2, counts, A=5)
+  lm = ngram.build([[3, 5, 6], [6, 5], [4, 4, 3]], V, 2)
+  args = (jnp.asarray(logp), jnp.asarray(links), jnp.asarray(live))
+  refs = [(3, 4, 5, 6, tok.EOS_ID), (5, tok.EOS_ID), (3, 3, tok.EOS_ID), (6, 6, tok.EOS_ID)]
+  wide = len(WORDS) ** (max(counts) - 1)
+  out = dag_search.score_graph(*args, _rows(refs, 5), lm.tables(), 0.5, 1.0, wide, True)
+  free = dag_search.score_graph(*args, _rows(refs, 5), lm.tables(), 0.5, 1.0, wide)
+  walked, differs = {}, False
+  for r, n in enumerate(counts):
+    every = _every(logp[r], links[r], n, lm, 0.5, 1.0, walked)
+    same = {y: v for y, v in every.items() if len(y) == len(refs[r])}
+    best = max(same, key=lambda y: same[y][0])
+    assert _upto_eos(out["tokens"][r]) == best
+    differs |= _upto_eos(free["tokens"][r]) != best
+  assert differs
+
+
 def test_a_reference_the_dag_prefers_but_the_n_gram_model_turns_is_an_objective_error():
   """The reference is each graph's argmax of log P(y | x) alone; the full beam, ranking by the
   joint score, returns another translation where the n-gram model outweighs the DAG: an
@@ -145,6 +166,7 @@ def test_an_infeasible_reference_is_its_own_class():
     (["--run", "nowhere", "--beam-sizes", "0"], "--beam-sizes '0'"),
     (["--run", "nowhere", "--split", "train"], "--split 'train'"),
     (["--run", "nowhere"], "--run 'nowhere': no checkpoint"),
+    (["--run", "nowhere", "--average", "0"], "--average 0"),
   ],
 )
 def test_the_cli_refuses_bad_input_in_one_line(argv, match, capsys):
@@ -172,7 +194,7 @@ def test_errors_by_fill_count_each_sentence_in_its_range():
   ]
 
 
-@pytest.mark.slow  # a tiny DAG run trained a step, then its test split decoded twice
+@pytest.mark.slow  # a tiny DAG run trained two steps, then its test split decoded
 def test_the_cli_attributes_every_wrong_translation_of_a_trained_run(toy_corpus, tmp_path, capsys):
   """Each beam width's classes add up to its wrong share, the fill table counts every test
   sentence once, and the translations are the translate path's n-gram beam's (the family
@@ -184,7 +206,7 @@ def test_the_cli_attributes_every_wrong_translation_of_a_trained_run(toy_corpus,
   from padir.jobs import train as train_job
   from padir.model import restore
 
-  c = tiny_run_config(toy_corpus, steps=1, eval_every=1)
+  c = tiny_run_config(toy_corpus, steps=2, eval_every=1, checkpoint_every=1)
   c.model.dag_upsample = 2
   c.decode.update(num_examples=4, dag_decoder="beam", dag_lm_order=2, dag_beam_grid="0.3:1.0")
   train_job.run(c, str(tmp_path / "dag"))
@@ -211,6 +233,14 @@ def test_the_cli_attributes_every_wrong_translation_of_a_trained_run(toy_corpus,
     dag_lm_weight=0.3, dag_length_norm=1.0,
   )  # fmt: skip
   assert mine == theirs
+  # two checkpoints averaged, the beam told the lengths: the header says both
+  argv = ["--run", str(tmp_path / "dag"), "--average", "2", "--limit", "4", "--oracle-length"]
+  assert dag_search.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "parameters averaged over steps [" in out and "told each reference's length" in out
+  with pytest.raises(SystemExit):  # more checkpoints than the run kept: one line
+    dag_search.main(["--run", str(tmp_path / "dag"), "--average", "9"])
+  assert "--average 9:" in capsys.readouterr().err
   with pytest.raises(SystemExit):  # a step the run never saved: one line naming it
     dag_search.main(["--run", str(tmp_path / "dag"), "--step", "99"])
   assert "--step 99: no such checkpoint" in capsys.readouterr().err
