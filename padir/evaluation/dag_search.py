@@ -135,9 +135,15 @@ def score_graph(
     M_B = (refs_BT != tokenizer_lib.PAD_ID).sum(-1)
     length_BL = jnp.where(jnp.arange(A + 1)[None] == M_B[:, None], 0.0, dag_lib.NEG)
   hyp_BA, beam_B = dag_decoding.beam(
-    logp_BAV, links_BAZ, live_BA, beam_size, lm, lm_weight, length_norm=length_norm,
+    logp_BAV,
+    links_BAZ,
+    live_BA,
+    beam_size,
+    lm,
+    lm_weight,
+    length_norm=length_norm,
     length_logp=length_BL,
-  )  # fmt: skip
+  )
   out = {"tokens": hyp_BA, "beam_score": beam_B, "feasible": dag_lib.feasible(live_BA, refs_BT)}
   for name, y_BT in (("hyp", hyp_BA), ("ref", refs_BT)):
     dag_B = dag_lib.path_logprob(logp_BAV, links_BAZ, live_BA, y_BT)
@@ -300,8 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
       f"--average {args.average}: {args.run!r} has {len(averaged)} checkpoint(s) up to {step}"
     )
   model, tok, config = restore.load_model(args.run, step)
-  if len(averaged) > 1:
-    params = [nnx.state(restore.load_model(args.run, s)[0], nnx.Param) for s in averaged]
+  if len(averaged) > 1:  # the step's own parameters, and the earlier checkpoints'
+    params = [nnx.state(restore.load_model(args.run, s)[0], nnx.Param) for s in averaged[:-1]]
+    params.append(nnx.state(model, nnx.Param))
     nnx.update(model, jax.tree.map(lambda *xs: sum(xs) / len(xs), *params))
   d = config.data
   pairs = corpus.read_split(d.corpus_dir, args.split, d.source_lang, d.target_lang)

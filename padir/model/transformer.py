@@ -103,7 +103,7 @@ class ModelConfig:
   # (draw_dropout; the compiled step expands the bit generator once a layer, not once a site);
   # "site": each dropout site draws its own (nnx.Dropout; the masks of runs before this option).
   # Both drop each element independently with probability dropout_rate.
-  dropout_draw: Literal["layer", "site"] = "layer"
+  dropout_draw: Literal["layer", "site"] = "layer"  # one of DROPOUT_DRAWS
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -182,6 +182,9 @@ def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
   )
 
 
+DROPOUT_DRAWS = ("layer", "site")  # config.model.dropout_draw (ModelConfig)
+
+
 def draw_dropout(drop: nnx.Dropout, *shapes: tuple[int, ...]) -> tuple[Array, ...] | None:
   """A layer's dropout keep-masks, one per shape, from ONE draw of `drop`'s stream (one key, one
   block of random bits cut into the shapes); None in eval mode or at rate 0 (nothing dropped).
@@ -199,8 +202,8 @@ def draw_dropout(drop: nnx.Dropout, *shapes: tuple[int, ...]) -> tuple[Array, ..
 
 
 def _one_draw(cfg: ModelConfig) -> bool:
-  if cfg.dropout_draw not in ("layer", "site"):
-    raise ValueError(f"dropout_draw must be 'layer' or 'site', got {cfg.dropout_draw!r}")
+  if cfg.dropout_draw not in DROPOUT_DRAWS:
+    raise ValueError(f"dropout_draw must be one of {DROPOUT_DRAWS}, got {cfg.dropout_draw!r}")
   return cfg.dropout_draw == "layer"
 
 

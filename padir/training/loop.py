@@ -174,7 +174,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if _has(config, "model.remat"):
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
   if _has(config, "model.dropout_draw"):
-    checks.check_choice(config, "model.dropout_draw", ("layer", "site"))
+    checks.check_choice(config, "model.dropout_draw", model_lib.DROPOUT_DRAWS)
   if _has(config, "loss.logits_chunk"):
     checks.check_int(config, "loss.logits_chunk", lo=0)
   if _has(config, "loss.scan_stages"):
