@@ -10,7 +10,8 @@ measurements resumable cell by cell, `cells/*.json` (`RunDir.cell`). Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
 written (`check_workdir`), whether or not that run finished: resuming runs the same config,
-except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at). A
+except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at, or a
+key with a condition: a later option that changes nothing under the run's config). A
 running job holds an flock on `.lock` in its directory (released by the kernel when the process
 ends, however it ends); a second run there is refused, naming the first's process id.
 """
@@ -216,10 +217,24 @@ def check_writable(path: Path) -> None:
       ) from None
 
 
-def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str, ...] = ()) -> None:
+# keys that may differ between the legs of one run: "key", or ("key", condition(config) -> bool)
+Resumable = tuple[Any, ...]
+
+
+def may_differ(key: str, config: Any, resumable: Resumable) -> bool:
+  """Whether `key` may differ between the legs of one run: it is in `resumable`, or an entry
+  (key, condition) is there and condition(config) holds (e.g. an option added after the run
+  began, which under this config computes the same: a dropout draw with no dropout)."""
+  for entry in resumable:
+    if entry == key or (isinstance(entry, tuple) and entry[0] == key and entry[1](config)):
+      return True
+  return False
+
+
+def check_workdir(workdir: str | os.PathLike, config: Any, resumable: Resumable = ()) -> None:
   """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
   holds a run of a different config (finished or not). Keys in `resumable` (e.g. a step to stop
-  at) may differ between the legs of one run. Writes nothing."""
+  at; `may_differ`) may differ between the legs of one run. Writes nothing."""
   path = Path(workdir)
   if path.exists() and not path.is_dir():
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
@@ -241,7 +256,7 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: tuple[str,
     differ = [
       f"{k} differs: {_short(a)} there, {_short(b)} now"
       for k, (a, b) in sorted(values.items())
-      if k not in resumable
+      if not may_differ(k, config, resumable)
     ]
   except ValueError:
     differ = ["its config.json is unreadable"]
@@ -267,7 +282,7 @@ class RunDir:
     *,
     tensorboard: bool = False,
     writer: bool = True,
-    resumable: tuple[str, ...] = (),
+    resumable: Resumable = (),
   ):
     self.path = Path(workdir)
     self.writer = writer

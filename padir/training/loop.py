@@ -330,6 +330,8 @@ RESUMABLE_KEYS = (
   "loss.scan_stages",
   "train.grad_accum_steps",
   "train.optimizer_by_shape",
+  # added after runs had begun; without dropout both draws compute the same (gmlm.runs.may_differ)
+  ("model.dropout_draw", lambda c: not c.model.get("dropout_rate", 0.0)),
 )
 
 

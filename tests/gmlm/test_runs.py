@@ -145,3 +145,16 @@ def test_resumable_keys_may_change_between_the_legs_of_one_run(tmp_path):
   assert json.loads((tmp_path / "config.json").read_text()) == later  # records the last leg
   with pytest.raises(UserError, match=r"\(seed differ"):
     RunDir(tmp_path, {**later, "seed": 1}, resumable=("train.stop_at_step",))
+
+
+def test_a_key_may_change_where_its_condition_holds(tmp_path):
+  # an option added after the run began ("draw" absent there) that the run's config makes a no-op
+  quiet = lambda c: not c["rate"]
+  resumable = (("draw", quiet),)
+  RunDir(tmp_path / "a", {"rate": 0.0})
+  RunDir(tmp_path / "a", {"rate": 0.0, "draw": "layer"}, resumable=resumable)
+  RunDir(tmp_path / "b", {"rate": 0.1})
+  with pytest.raises(UserError, match=r"\(draw differs: \(absent\) there, \"layer\" now"):
+    check_workdir(tmp_path / "b", {"rate": 0.1, "draw": "layer"}, resumable)
+  with pytest.raises(UserError, match=r"\(draw differs"):  # the condition holds: no other key
+    check_workdir(tmp_path / "a", {"rate": 0.0, "draw": "site"}, (("other", quiet),))

@@ -5,6 +5,7 @@ and the training loss has the same distribution under both draws. Tolerances are
 the sample sizes."""
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -116,3 +117,27 @@ def test_without_dropout_both_draws_are_one_function_in_training():
 def test_an_unknown_draw_is_refused():
   with pytest.raises(ValueError, match="dropout_draw"):
     model_lib.Transformer(_cfg("block", True), rngs=nnx.Rngs(0))
+
+
+def test_a_run_begun_before_the_option_resumes_only_where_it_changes_nothing(tmp_path):
+  """A run directory written before model.dropout_draw existed (no such key in its config.json)
+  resumes under today's config when the run has no dropout (both draws are one function, the
+  test above), and is refused with dropout, whose masks the new default draws differently."""
+  from configs import padir_family
+  from gmlm.checks import UserError
+  from gmlm.runs import check_workdir, dumps
+  from padir.training import loop
+
+  for rate, ok in ((0.0, True), (0.1, False)):
+    config = padir_family.get_config("sov,dag")
+    config.model.dropout_rate = rate
+    old = json.loads(dumps(config))
+    del old["model"]["dropout_draw"]
+    workdir = tmp_path / f"rate{rate}"
+    workdir.mkdir()
+    (workdir / "config.json").write_text(json.dumps(old))
+    if ok:
+      check_workdir(workdir, config, loop.RESUMABLE_KEYS)
+    else:
+      with pytest.raises(UserError, match=r"model.dropout_draw differs: \(absent\) there"):
+        check_workdir(workdir, config, loop.RESUMABLE_KEYS)
