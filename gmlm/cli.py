@@ -6,7 +6,8 @@
 A config names its job by module (`config.job = "glauber.jobs.sample"`); the module defines
 `ENTRY_POINT` ("sample.py" or "train.py"), `run(config, workdir)` and optionally
 `validate(config)` (and `RESUMABLE_KEYS`, the config keys that may change between the legs of
-one run). Before anything is loaded or written, the entry point checks that the job
+one run; `ADDED_KEYS`, options added after runs had begun, which a run begun before them resumes
+without: `gmlm.runs.as_begun`). Before anything is loaded or written, the entry point checks that the job
 is one of its own, validates the whole config and checks the run directory
 (`gmlm.runs.check_workdir`); a user error is printed as one line and exits 2. Ctrl-C prints
 "interrupted at step S; rerun the same command to resume" and exits 130.
@@ -101,7 +102,9 @@ def prepare(config: Any, workdir: str, entry: str):
   validate = getattr(module, "validate", None)
   if validate is not None:
     validate(config)
-  runs.check_workdir(workdir, config, getattr(module, "RESUMABLE_KEYS", ()))
+  added = getattr(module, "ADDED_KEYS", {})
+  runs.as_begun(workdir, config, added)  # a run begun before an option resumes as it began
+  runs.check_workdir(workdir, config, getattr(module, "RESUMABLE_KEYS", ()), added)
   compile_cache.enable(config)
   return module
 

@@ -10,8 +10,9 @@ measurements resumable cell by cell, `cells/*.json` (`RunDir.cell`). Writes are
 atomic (temp file + rename, mode from the umask), so a crash never leaves a half-written file.
 A directory whose `config.json` differs from the run's config is refused before anything is
 written (`check_workdir`), whether or not that run finished: resuming runs the same config,
-except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at, or a
-key with a condition: a later option that changes nothing under the run's config). A
+except for the keys a job declares resumable (RESUMABLE_KEYS, e.g. the step to stop at). A run
+begun before an option existed resumes as it began: the job's ADDED_KEYS give each such option
+the value that computes as before it, which the resumed leg takes (`as_begun`). A
 running job holds an flock on `.lock` in its directory (released by the kernel when the process
 ends, however it ends); a second run there is refused, naming the first's process id.
 """
@@ -217,24 +218,55 @@ def check_writable(path: Path) -> None:
       ) from None
 
 
-# keys that may differ between the legs of one run: "key", or ("key", condition(config) -> bool)
-Resumable = tuple[Any, ...]
+def _with_added(old: dict, added: dict[str, Any]) -> dict:
+  """A run's recorded config read with today's options: each key of `added` it lacks (an option
+  added after it began) at the value that computes as before that option."""
+  old = json.loads(json.dumps(old))
+  for key, value in added.items():
+    *path, last = key.split(".")
+    node = old
+    for part in path:
+      node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and last not in node:
+      node[last] = value
+  return old
 
 
-def may_differ(key: str, config: Any, resumable: Resumable) -> bool:
-  """Whether `key` may differ between the legs of one run: it is in `resumable`, or an entry
-  (key, condition) is there and condition(config) holds (e.g. an option added after the run
-  began, which under this config computes the same: a dropout draw with no dropout)."""
-  for entry in resumable:
-    if entry == key or (isinstance(entry, tuple) and entry[0] == key and entry[1](config)):
-      return True
-  return False
+def as_begun(workdir: str | os.PathLike, config: Any, added: dict[str, Any]) -> dict[str, Any]:
+  """A run begun before an option existed resumes as it began: for each option of `added`
+  (dotted key -> the value that computes as before it) that the workdir's config.json lacks and
+  `config` has, `config` takes that value. Returns {key: value} of the options so set."""
+  old = Path(workdir) / CONFIG
+  if not added or not old.is_file():
+    return {}
+  try:
+    recorded = json.loads(old.read_text(encoding="utf-8"))
+  except ValueError:
+    return {}  # check_workdir says so
+  before, now = _flat(recorded), _flat(json.loads(dumps(config)))
+  out = {}
+  for key, value in added.items():
+    if key + "." in before or key + "." not in now:
+      continue
+    *path, last = key.split(".")
+    node = config
+    for part in path:
+      node = node[part]
+    node[last] = value
+    out[key] = value
+  return out
 
 
-def check_workdir(workdir: str | os.PathLike, config: Any, resumable: Resumable = ()) -> None:
+def check_workdir(
+  workdir: str | os.PathLike,
+  config: Any,
+  resumable: tuple[str, ...] = (),
+  added: dict[str, Any] | None = None,
+) -> None:
   """Raises UserError if `workdir` cannot hold a run of `config`: it is a file, or it already
   holds a run of a different config (finished or not). Keys in `resumable` (e.g. a step to stop
-  at; `may_differ`) may differ between the legs of one run. Writes nothing."""
+  at) may differ between the legs of one run; an option of `added` that the run's config.json
+  lacks is read there at its value before the option (`as_begun`). Writes nothing."""
   path = Path(workdir)
   if path.exists() and not path.is_dir():
     raise UserError(f"--workdir {path} exists and is not a directory; pick another path.")
@@ -252,11 +284,12 @@ def check_workdir(workdir: str | os.PathLike, config: Any, resumable: Resumable 
       )
     return
   try:
-    values = differing_values(json.loads(old.read_text(encoding="utf-8")), config)
+    recorded = _with_added(json.loads(old.read_text(encoding="utf-8")), added or {})
+    values = differing_values(recorded, config)
     differ = [
       f"{k} differs: {_short(a)} there, {_short(b)} now"
       for k, (a, b) in sorted(values.items())
-      if not may_differ(k, config, resumable)
+      if k not in resumable
     ]
   except ValueError:
     differ = ["its config.json is unreadable"]
@@ -282,12 +315,13 @@ class RunDir:
     *,
     tensorboard: bool = False,
     writer: bool = True,
-    resumable: Resumable = (),
+    resumable: tuple[str, ...] = (),
+    added: dict[str, Any] | None = None,
   ):
     self.path = Path(workdir)
     self.writer = writer
     if config is not None:
-      check_workdir(self.path, config, resumable)
+      check_workdir(self.path, config, resumable, added)
     elif self.path.exists() and not self.path.is_dir():
       raise UserError(f"--workdir {self.path} exists and is not a directory; pick another path.")
     self._tb = None

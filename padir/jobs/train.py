@@ -18,6 +18,7 @@ from padir.training import loop as training
 
 ENTRY_POINT = "train.py"
 RESUMABLE_KEYS = training.RESUMABLE_KEYS
+ADDED_KEYS = training.ADDED_KEYS
 
 
 def validate(config: ml_collections.ConfigDict) -> None:

@@ -33,6 +33,7 @@ import tqdm
 from flax import nnx
 
 from gmlm import checks
+from gmlm import runs as runs_lib
 from gmlm.checkpoints import Checkpoints, Json
 from gmlm.core import mesh as mesh_lib
 from gmlm.runs import RunDir
@@ -330,9 +331,10 @@ RESUMABLE_KEYS = (
   "loss.scan_stages",
   "train.grad_accum_steps",
   "train.optimizer_by_shape",
-  # added after runs had begun; without dropout both draws compute the same (gmlm.runs.may_differ)
-  ("model.dropout_draw", lambda c: not c.model.get("dropout_rate", 0.0)),
 )
+# Options added after runs had begun -> the value that computes as before them: a run begun
+# before resumes so (gmlm.runs.as_begun), bit for bit the run it was.
+ADDED_KEYS = {"model.dropout_draw": "site"}
 
 
 def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
@@ -340,8 +342,15 @@ def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
   then opens the run directory: the config guard, config.json, metrics.jsonl and TensorBoard
   scalars in tb/ (`tensorboard --logdir WORKDIR/tb`), written by process 0 only."""
   mesh_lib.initialize_distributed(config.get("distributed", "auto"))
+  for key, value in runs_lib.as_begun(workdir, config, ADDED_KEYS).items():
+    logging.info("%s: a run begun before %s resumes as it began (%r)", workdir, key, value)
   return RunDir(
-    workdir, config, tensorboard=True, writer=jax.process_index() == 0, resumable=RESUMABLE_KEYS
+    workdir,
+    config,
+    tensorboard=True,
+    writer=jax.process_index() == 0,
+    resumable=RESUMABLE_KEYS,
+    added=ADDED_KEYS,
   )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from gmlm import runs
 from gmlm.checks import UserError
-from gmlm.runs import RunDir, check_workdir, markdown_table
+from gmlm.runs import RunDir, as_begun, check_workdir, markdown_table
 
 
 def test_a_workdir_holding_another_config_is_refused_before_anything_is_written(tmp_path):
@@ -147,14 +147,23 @@ def test_resumable_keys_may_change_between_the_legs_of_one_run(tmp_path):
     RunDir(tmp_path, {**later, "seed": 1}, resumable=("train.stop_at_step",))
 
 
-def test_a_key_may_change_where_its_condition_holds(tmp_path):
-  # an option added after the run began ("draw" absent there) that the run's config makes a no-op
-  quiet = lambda c: not c["rate"]
-  resumable = (("draw", quiet),)
-  RunDir(tmp_path / "a", {"rate": 0.0})
-  RunDir(tmp_path / "a", {"rate": 0.0, "draw": "layer"}, resumable=resumable)
-  RunDir(tmp_path / "b", {"rate": 0.1})
-  with pytest.raises(UserError, match=r"\(draw differs: \(absent\) there, \"layer\" now"):
-    check_workdir(tmp_path / "b", {"rate": 0.1, "draw": "layer"}, resumable)
-  with pytest.raises(UserError, match=r"\(draw differs"):  # the condition holds: no other key
-    check_workdir(tmp_path / "a", {"rate": 0.0, "draw": "site"}, (("other", quiet),))
+def test_a_run_begun_before_an_option_resumes_as_it_began(tmp_path):
+  # "draw" was added later; "site" computes as the code did before it, "layer" is the new default
+  added = {"model.draw": "site"}
+  RunDir(tmp_path / "old", {"model": {"rate": 0.1}})  # begun before the option
+  config = {"model": {"rate": 0.1, "draw": "layer"}}
+  assert as_begun(tmp_path / "old", config, added) == {"model.draw": "site"}
+  assert config == {"model": {"rate": 0.1, "draw": "site"}}  # the resumed leg draws as it began
+  RunDir(tmp_path / "old", config, added=added)
+  with pytest.raises(UserError, match=r"\(model.draw differs: \"site\" there, \"layer\" now"):
+    check_workdir(tmp_path / "old", {"model": {"rate": 0.1, "draw": "layer"}}, (), added)
+  # without the map the absent key is a difference, as any other
+  RunDir(tmp_path / "old2", {"model": {"rate": 0.1}})
+  with pytest.raises(UserError, match=r"\(model.draw differs: \(absent\) there"):
+    check_workdir(tmp_path / "old2", {"model": {"rate": 0.1, "draw": "site"}})
+  # a run that began with the option, and a new run, keep the config's value
+  for workdir in (tmp_path / "new", tmp_path / "fresh"):
+    if workdir.name == "new":
+      RunDir(workdir, {"model": {"rate": 0.1, "draw": "layer"}})
+    config = {"model": {"rate": 0.1, "draw": "layer"}}
+    assert as_begun(workdir, config, added) == {} and config["model"]["draw"] == "layer"

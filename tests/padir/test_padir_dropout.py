@@ -119,25 +119,22 @@ def test_an_unknown_draw_is_refused():
     model_lib.Transformer(_cfg("block", True), rngs=nnx.Rngs(0))
 
 
-def test_a_run_begun_before_the_option_resumes_only_where_it_changes_nothing(tmp_path):
-  """A run directory written before model.dropout_draw existed (no such key in its config.json)
-  resumes under today's config when the run has no dropout (both draws are one function, the
-  test above), and is refused with dropout, whose masks the new default draws differently."""
+def test_a_run_begun_before_the_option_resumes_with_a_draw_a_site(tmp_path):
+  """A run directory from before model.dropout_draw (the family's AR: dropout 0.1, no such key in
+  its config.json) resumes drawing its masks as it began, a draw a site, through the entry
+  point's checks; a run begun with the option keeps its own draw."""
   from configs import padir_family
-  from gmlm.checks import UserError
-  from gmlm.runs import check_workdir, dumps
-  from padir.training import loop
+  from gmlm import cli
+  from gmlm.runs import dumps
 
-  for rate, ok in ((0.0, True), (0.1, False)):
-    config = padir_family.get_config("sov,dag")
-    config.model.dropout_rate = rate
-    old = json.loads(dumps(config))
-    del old["model"]["dropout_draw"]
-    workdir = tmp_path / f"rate{rate}"
-    workdir.mkdir()
-    (workdir / "config.json").write_text(json.dumps(old))
-    if ok:
-      check_workdir(workdir, config, loop.RESUMABLE_KEYS)
-    else:
-      with pytest.raises(UserError, match=r"model.dropout_draw differs: \(absent\) there"):
-        check_workdir(workdir, config, loop.RESUMABLE_KEYS)
+  config = padir_family.get_config("sov,ar")
+  assert config.model.dropout_rate > 0 and config.model.dropout_draw == "layer"
+  old = json.loads(dumps(config))
+  del old["model"]["dropout_draw"]
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  cli.prepare(config, str(tmp_path), "train.py")
+  assert config.model.dropout_draw == "site"
+  fresh = padir_family.get_config("sov,ar")
+  (tmp_path / "config.json").write_text(dumps(fresh))
+  cli.prepare(fresh, str(tmp_path), "train.py")
+  assert fresh.model.dropout_draw == "layer"
