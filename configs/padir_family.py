@@ -22,7 +22,7 @@ Results (`python benchmarks/padir_family.py --workdir runs/padir_family --patien
 4000 --models ar,dag --tasks sov,mirror`, and `--tasks vso --grammar-seed 1`; test split, 1,024
 pairs, against AR greedy with the paired bootstrap; 2 cores shared with one to three other
 jobs, 2026-11-28; `--tasks mirror --grammar-seed 1` on 2026-11-29, AR and DAG side by side,
-nothing else running; the other tasks: docs/padir_training.md):
+nothing else running; the other tasks: docs/padir_family.md):
 
 | task | model | steps | test BLEU | vs AR greedy [95%] | CPU s | wall |
 |---|---|---|---|---|---|---|
