@@ -19,7 +19,7 @@ steps), then translates the test split:
   ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  glancing on the best path (0.5 -> 0.3), validated (so early-stopped) by the beam search over
+  glancing on the best path (--dag-glancing, default 0.5 -> 0.3; 0: none), validated (so early-stopped) by the beam search over
   translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
   order --dag-lm-order, default 5), finished translations ranked by their score divided by
   their length to a power; the n-gram weight and that power chosen at every validation from
@@ -91,11 +91,29 @@ def cpu_seconds() -> float:
 
 
 def model_config(
-  name: str, dag_upsample: float, ctc_upsample: float = 2.0
+  name: str,
+  dag_upsample: float,
+  ctc_upsample: float = 2.0,
+  dag_glancing: tuple[float, float] = (0.5, 0.3),
 ) -> ml_collections.ConfigDict:
   """The training config of a model (module docstring), before the task's data: the one
   configs/padir_family.py gives users."""
-  return padir_family.model_config(name, dag_upsample, ctc_upsample)
+  return padir_family.model_config(name, dag_upsample, ctc_upsample, dag_glancing)
+
+
+def glancing_arg(text: str) -> tuple[float, float]:
+  """--dag-glancing: 'START:END' (the ratio annealed from START to END) or '0' (off)."""
+  try:
+    parts = [float(x) for x in text.split(":")]
+  except ValueError:
+    parts = []
+  if len(parts) == 1 and parts[0] == 0:
+    return 0.0, 0.0
+  if len(parts) != 2 or not all(0 <= x <= 1 for x in parts) or not parts[0]:
+    raise argparse.ArgumentTypeError(
+      f"--dag-glancing {text!r}: START:END with ratios in [0, 1] (e.g. 0.5:0.3), or 0 for none"
+    )
+  return parts[0], parts[1]
 
 
 def task_dir(task: str, seed: int) -> str:
@@ -153,7 +171,7 @@ def fit_vocabulary(config: ml_collections.ConfigDict):
 def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
-  c = model_config(name, args.dag_upsample, args.ctc_upsample)
+  c = model_config(name, args.dag_upsample, args.ctc_upsample, args.dag_glancing)
   c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
   c.data.bucket_boundaries = ()
   if task != "bible":
@@ -450,6 +468,12 @@ def main(argv=None) -> int:
     "--vocab-size", type=int, default=512, help="lowered to what the corpus allows"
   )
   parser.add_argument("--dag-upsample", type=float, default=2)
+  parser.add_argument(
+    "--dag-glancing",
+    type=glancing_arg,
+    default=(0.5, 0.3),
+    help="the DAG's glancing ratio START:END (annealed), or 0 for no glancing (default 0.5:0.3)",
+  )
   parser.add_argument(
     "--dag-lm-order",
     type=int,

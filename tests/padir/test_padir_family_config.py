@@ -65,3 +65,21 @@ def test_a_run_writes_its_task_and_trains_on_it(tmp_path, monkeypatch):
   assert manifest["knobs"]["mirror"] is True
   assert os.path.isfile(os.path.join(c.data.corpus_dir, "spm.model"))
   assert os.path.isfile(str(tmp_path / "run" / "metrics.jsonl"))
+
+
+def test_the_dags_glancing_is_a_knob_and_off_skips_its_schedule():
+  """--dag-glancing START:END sets the DAG's anneal; 0 turns glancing off (no first pass: the
+  loss's schedule is None); a bad value is one line naming the flag and the form."""
+  import argparse
+
+  family = benchmark_module("padir_family")
+  assert family.glancing_arg("0.5:0.3") == (0.5, 0.3) and family.glancing_arg("0") == (0.0, 0.0)
+  on = family.model_config("dag", 2, 2.0)
+  assert training.glancing_schedule(on)[:2] == (0.5, 0.3)
+  off = family.model_config("dag", 2, 2.0, family.glancing_arg("0"))
+  assert training.glancing_schedule(off) is None
+  training.validate(off)
+  assert family.model_config("ctc", 2, 2.0, (0.0, 0.0)).loss.glancing_ratio == 0.5  # CTC's own
+  for bad in ("0.5", "0:0.3", "1.5:0.3", "x"):
+    with pytest.raises(argparse.ArgumentTypeError, match="--dag-glancing"):
+      family.glancing_arg(bad)
