@@ -19,7 +19,7 @@ steps), then translates the test split:
   ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  glancing on the best path (--dag-glancing, default 0.5 -> 0.3; 0: none), validated (so early-stopped) by the beam search over
+  no glancing by default (--dag-glancing 0.5:0.3: on the best path, annealed), validated (so early-stopped) by the beam search over
   translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
   order --dag-lm-order, default 5), finished translations ranked by their score divided by
   their length to a power; the n-gram weight and that power chosen at every validation from
@@ -94,7 +94,7 @@ def model_config(
   name: str,
   dag_upsample: float,
   ctc_upsample: float = 2.0,
-  dag_glancing: tuple[float, float] = (0.5, 0.3),
+  dag_glancing: tuple[float, float] = (0.0, 0.0),
 ) -> ml_collections.ConfigDict:
   """The training config of a model (module docstring), before the task's data: the one
   configs/padir_family.py gives users."""
@@ -471,8 +471,8 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--dag-glancing",
     type=glancing_arg,
-    default=(0.5, 0.3),
-    help="the DAG's glancing ratio START:END (annealed), or 0 for no glancing (default 0.5:0.3)",
+    default=(0.0, 0.0),
+    help="the DAG's glancing ratio START:END (annealed), or 0 (the default) for none",
   )
   parser.add_argument(
     "--dag-lm-order",

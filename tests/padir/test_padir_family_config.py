@@ -74,10 +74,12 @@ def test_the_dags_glancing_is_a_knob_and_off_skips_its_schedule():
 
   family = benchmark_module("padir_family")
   assert family.glancing_arg("0.5:0.3") == (0.5, 0.3) and family.glancing_arg("0") == (0.0, 0.0)
-  on = family.model_config("dag", 2, 2.0)
+  on = family.model_config("dag", 2, 2.0, family.glancing_arg("0.5:0.3"))
   assert training.glancing_schedule(on)[:2] == (0.5, 0.3)
   off = family.model_config("dag", 2, 2.0, family.glancing_arg("0"))
   assert training.glancing_schedule(off) is None
+  assert training.glancing_schedule(family.model_config("dag", 2, 2.0)) is None  # the default
+  assert training.glancing_schedule(padir_family.get_config("sov,dag")) is None
   training.validate(off)
   assert family.model_config("ctc", 2, 2.0, (0.0, 0.0)).loss.glancing_ratio == 0.5  # CTC's own
   for bad in ("0.5", "0:0.3", "1.5:0.3", "x"):
