@@ -232,6 +232,20 @@ def _with_added(old: dict, added: dict[str, Any]) -> dict:
   return old
 
 
+def _without_added(config: dict, recorded: dict, added: dict[str, Any]) -> dict:
+  """config (JSON) without the options of `added` that the recorded config.json lacks: the run
+  began before them, and its config.json says so for every later leg (`as_begun`)."""
+  for key in added:
+    *path, last = key.split(".")
+    old, new = recorded, config
+    for part in path:
+      old = old.get(part) if isinstance(old, dict) else None
+      new = new.get(part) if isinstance(new, dict) else None
+    if isinstance(new, dict) and not (isinstance(old, dict) and last in old):
+      new.pop(last, None)
+  return config
+
+
 def as_begun(workdir: str | os.PathLike, config: Any, added: dict[str, Any]) -> dict[str, Any]:
   """A run begun before an option existed resumes as it began: for each option of `added`
   (dotted key -> the value that computes as before it) that the workdir's config.json lacks and
@@ -329,11 +343,15 @@ class RunDir:
       return
     self.path.mkdir(parents=True, exist_ok=True)
     lock(self.path)  # held until the job returns or the process ends
+    recorded = self.read_json(CONFIG) if (self.path / CONFIG).is_file() else None
     new = config is not None and (
-      not (self.path / CONFIG).is_file() or differing_keys(self.read_json(CONFIG), config)
+      recorded is None or differing_keys(_with_added(recorded, added or {}), config)
     )
     if new:  # a new run, or a new leg of one that changed only resumable keys
-      atomic_write_text(self.path / CONFIG, dumps(config))
+      text = dumps(config)
+      if recorded is not None and added:  # a run begun before an option stays without it, so
+        text = dumps(_without_added(json.loads(text), recorded, added))  # every leg resumes so
+      atomic_write_text(self.path / CONFIG, text)
     if tensorboard:
       from tensorboardX import SummaryWriter
 

@@ -155,8 +155,22 @@ def test_a_run_begun_before_an_option_resumes_as_it_began(tmp_path):
   assert as_begun(tmp_path / "old", config, added) == {"model.draw": "site"}
   assert config == {"model": {"rate": 0.1, "draw": "site"}}  # the resumed leg draws as it began
   RunDir(tmp_path / "old", config, added=added)
+  # every later leg resumes as it began: config.json still lacks the option, also when a
+  # resumable key changed and the config was written again
+  RunDir(tmp_path / "legs", {"model": {"rate": 0.1}, "stop": 5})  # begun before the option
+  for stop in (10, 20):
+    config = {"model": {"rate": 0.1, "draw": "layer"}, "stop": stop}
+    assert as_begun(tmp_path / "legs", config, added) == {"model.draw": "site"}
+    RunDir(tmp_path / "legs", config, resumable=("stop",), added=added)
+    assert json.loads((tmp_path / "legs" / "config.json").read_text()) == {
+      "model": {"rate": 0.1},
+      "stop": stop,
+    }
+  # the option given explicitly against how the run began: refused
   with pytest.raises(UserError, match=r"\(model.draw differs: \"site\" there, \"layer\" now"):
-    check_workdir(tmp_path / "old", {"model": {"rate": 0.1, "draw": "layer"}}, (), added)
+    check_workdir(
+      tmp_path / "legs", {"model": {"rate": 0.1, "draw": "layer"}, "stop": 20}, ("stop",), added
+    )
   # without the map the absent key is a difference, as any other
   RunDir(tmp_path / "old2", {"model": {"rate": 0.1}})
   with pytest.raises(UserError, match=r"\(model.draw differs: \(absent\) there"):
