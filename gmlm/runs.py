@@ -218,15 +218,22 @@ def check_writable(path: Path) -> None:
       ) from None
 
 
+def _parent(tree: Any, key: str) -> tuple[Any, str]:
+  """(the mapping that holds dotted `key` in `tree`, or None where a level is missing; its last
+  part)."""
+  *path, last = key.split(".")
+  node = tree
+  for part in path:
+    node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+  return node, last
+
+
 def _with_added(old: dict, added: dict[str, Any]) -> dict:
   """A run's recorded config read with today's options: each key of `added` it lacks (an option
   added after it began) at the value that computes as before that option."""
   old = json.loads(json.dumps(old))
   for key, value in added.items():
-    *path, last = key.split(".")
-    node = old
-    for part in path:
-      node = node.get(part) if isinstance(node, dict) else None
+    node, last = _parent(old, key)
     if isinstance(node, dict) and last not in node:
       node[last] = value
   return old
@@ -236,11 +243,7 @@ def _without_added(config: dict, recorded: dict, added: dict[str, Any]) -> dict:
   """config (JSON) without the options of `added` that the recorded config.json lacks: the run
   began before them, and its config.json says so for every later leg (`as_begun`)."""
   for key in added:
-    *path, last = key.split(".")
-    old, new = recorded, config
-    for part in path:
-      old = old.get(part) if isinstance(old, dict) else None
-      new = new.get(part) if isinstance(new, dict) else None
+    (old, last), (new, _) = _parent(recorded, key), _parent(config, key)
     if isinstance(new, dict) and not (isinstance(old, dict) and last in old):
       new.pop(last, None)
   return config
@@ -262,10 +265,7 @@ def as_begun(workdir: str | os.PathLike, config: Any, added: dict[str, Any]) -> 
   for key, value in added.items():
     if key + "." in before or key + "." not in now:
       continue
-    *path, last = key.split(".")
-    node = config
-    for part in path:
-      node = node[part]
+    node, last = _parent(config, key)
     node[last] = value
     out[key] = value
   return out
