@@ -5,8 +5,9 @@ and positional embeddings, the encoder, and in each decoder layer the self-atten
 cross-attention, the FFN and their LayerNorms, and the final LayerNorms. The parts the AR run
 has no trained counterpart for start from the seed as they would without a warm start: the
 positional attention (and its LayerNorm) of each decoder layer, and the length head (the AR loss
-never trains its length head); with CTC (model.ctc_upsample, padir.decoding.ctc) also the decoder's
-positional embeddings when there are more alignment slots than AR target positions. The optimizer starts fresh (AdaFactor's state does not depend on
+never trains its length head); with CTC (model.ctc_upsample, padir.decoding.ctc) or the DAG decoder
+(model.dag_upsample, padir.model.dag) also the decoder's positional embeddings when there are more
+alignment slots or vertices than AR target positions. The optimizer starts fresh (AdaFactor's state does not depend on
 the parameter values).
 
 `check` refuses, in one line naming the mismatch and before any run directory is written, a
@@ -109,8 +110,9 @@ def apply(model: model_lib.Transformer, source: dict[str, Any]) -> dict[str, Any
       fresh.append(name)
       continue
     value = theirs[path][...]
-    if name == "target_pos_TD" and model.cfg.ctc_upsample and value.shape != var[...].shape:
-      fresh.append(name)  # CTC's alignment slots are not the AR's target positions
+    upsampled = model.cfg.ctc_upsample or model.cfg.dag_upsample
+    if name == "target_pos_TD" and upsampled and value.shape != var[...].shape:
+      fresh.append(name)  # CTC's alignment slots, the DAG's vertices: not the AR's positions
       continue
     if value.shape != var[...].shape:  # check() compares the backbone keys: a bug if reached
       raise ValueError(f"{name}: shape {value.shape} in the AR run, {var[...].shape} here")

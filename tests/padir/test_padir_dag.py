@@ -665,3 +665,28 @@ def test_the_loss_over_the_used_vertices_is_the_full_graph_s_loss(k, used, full)
   assert float(aux_part["dag_infeasible"]) == float(aux_full["dag_infeasible"])
   for a, b in zip(jax.tree.leaves(g_part), jax.tree.leaves(g_full)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow  # a DAG model warm-started from the session's tiny AR run
+def test_a_dag_warm_start_copies_the_backbone_and_starts_the_vertex_positions_fresh(
+  toy_corpus, tiny_ar_run
+):
+  from padir.model import restore
+  from padir.model import transformer as model_lib
+  from padir.training import warm_start
+
+  c = tiny_run_config(toy_corpus, steps=2)
+  c.model.dag_upsample = 2
+  c.init_from = tiny_ar_run
+  cfg = model_lib.ModelConfig.from_run_config(c, 40)
+  model = model_lib.Transformer(cfg, rngs=nnx.Rngs(params=0, dropout=0))
+  ar_model, _, _ = restore.load_model(tiny_ar_run)
+  # more vertices (2 per source token) than the AR's target positions
+  assert model.target_pos_TD[...].shape[0] > ar_model.target_pos_TD[...].shape[0]
+  record = warm_start.apply(model, training.check_warm_start(c))
+  assert "target_pos_TD" in record["fresh"] and "embed_VD" in record["copied"]
+  assert any("link" in name for name in record["fresh"])  # the AR run has no link head
+  np.testing.assert_array_equal(
+    np.asarray(model.decoder_layers[0].cross_attention.w_q_DNH[...]),
+    np.asarray(ar_model.decoder_layers[0].cross_attention.w_q_DNH[...]),
+  )
