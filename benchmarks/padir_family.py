@@ -8,7 +8,14 @@ paired-bootstrap intervals against AR greedy, and training time.
 For each task of padir.data.grammar.FAMILY (--tasks; the six: SOV, VSO, the mirror language,
 OSV with clause fronting, VOS with fertility, and SOV with 30-40-word sentences) the corpus is
 written once to WORKDIR/data/TASK (--pairs training pairs, 512 validation, 1,024 test), and
-with --bible the offline Bible EN->ES pair (configs/padir_bible_en_es.py's data) is a task too.
+with --bible the offline Bible pair is two tasks more, bible_en_es and bible_es_en (KJV /
+Reina-Valera, written once to WORKDIR/data/TASK by padir.data.bible; also by name in --tasks):
+every model on the Bible configs' backbone, data, batch and optimizer (configs/padir_bible_en_es
+_ar.py: d = 256, an 8k vocabulary, pairs of at most 64 pieces, batches by length), and the
+PaDIR models distilled, as on real text they must be: trained on the task's AR run's
+translations of the training sources (its 2-beam search, made once to
+WORKDIR/data/TASK_distilled, after the AR has stopped: --models lists ar first) and
+warm-started from it (padir.training.warm_start).
 Every model trains from the synthetic configs' backbone (configs/padir_synthetic.py: 3+3 layers,
 d = 128) in WORKDIR/TASK/MODEL, with early stopping on validation BLEU
 (train.early_stopping_patience = --patience, evaluations every --eval-every steps, at most --steps
@@ -61,17 +68,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import ml_collections  # noqa: E402
 
-from configs import padir_bible_en_es, padir_family  # noqa: E402
+from configs import padir_bible_en_es_ar, padir_bible_es_en_ar, padir_family  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
+from padir.data import bible, grammar, vocab  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
-from padir.data import grammar, vocab  # noqa: E402
 from padir.decoding import ngram  # noqa: E402
 from padir.evaluation import curves, dag_search, errors, metrics  # noqa: E402
 from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
+from padir.training import distill  # noqa: E402
 from padir.training import loop as training  # noqa: E402
 
 MODELS = padir_family.MODELS
+# The Bible pair, a task each way (--bible): the AR teacher's config of each direction gives the
+# backbone, data and optimizer of every model on it.
+BIBLE = {"bible_en_es": padir_bible_en_es_ar, "bible_es_en": padir_bible_es_en_ar}
+BIBLE_BUCKETS = (24, 32, 40, 48, 56)  # batches by length (configs/padir_bible_en_es_ctc_distill.py)
+DISTILL_BEAM = 2  # the teacher's beam for the students' targets (configs/padir_bible_en_es_distill)
 TIMING = "family_timing.json"
 HEADER = [
   "task",
@@ -123,10 +136,7 @@ def task_dir(task: str, seed: int) -> str:
 
 
 def task_data(task: str, root: str, pairs: int, tiny: bool, seed: int = 0) -> dict:
-  """The data keys of a task (writing a family corpus once)."""
-  if task == "bible":
-    d = padir_bible_en_es.get_config().data
-    return {k: d[k] for k in ("corpus_dir", "prepare_bible", "source_lang", "target_lang")}
+  """The data keys of a family task (writing its corpus once)."""
   out = os.path.join(root, "data", task_dir(task, seed))
   sizes = {"train": pairs, "valid": 64 if tiny else 512, "test": 32 if tiny else 1024}
   if not os.path.isfile(os.path.join(out, "manifest.json")):
@@ -172,9 +182,11 @@ def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
   c = model_config(name, args.dag_upsample, args.ctc_upsample, args.dag_glancing)
-  c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
-  c.data.bucket_boundaries = ()
-  if task != "bible":
+  if task in BIBLE:
+    on_bible(c, name, task, root)
+  else:
+    c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
+    c.data.bucket_boundaries = ()
     c.data.update(
       vocab_size=args.vocab_size,
       vocab_path=os.path.join(root, "data", task_dir(task, args.grammar_seed), "spm.model"),
@@ -212,11 +224,67 @@ def run_config(
     c.model.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, d_ff=64, num_heads=2)
     # 30 steps are compile-bound: one program for every batch (no slot widths; docs/padir.md)
     c.train.update(batch_size=16, eval_batches=1, slot_bucket=0)
+    c.data.bucket_boundaries = ()  # (a tiny Bible student's few distilled pairs fill no bucket)
     c.decode.num_lengths = 2
   tok = fit_vocabulary(c)
-  if task != "bible":
+  if task not in BIBLE:
     fit_lengths(c, tok)
+  elif name != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
+    c = distill.student_config(c, distilled(c, task, root))
+    c.init_from = teacher_dir(task, root)
   return c
+
+
+def on_bible(c: ml_collections.ConfigDict, name: str, task: str, root: str) -> None:
+  """A family model's config (in place) on a Bible task: the Bible AR config's data (the corpus
+  under root/data/TASK, written there once), backbone, batch and optimizer, batches by length."""
+  b = BIBLE[task].get_config()
+  c.data = ml_collections.ConfigDict(b.data.to_dict())
+  c.data.update(corpus_dir=os.path.join(root, "data", task), bucket_boundaries=BIBLE_BUCKETS)
+  keys = ("num_encoder_layers", "num_decoder_layers", "num_heads", "d_model", "d_ff")
+  c.model.update({k: b.model[k] for k in keys}, dropout_rate=b.model.dropout_rate)
+  c.train.update({k: b.train[k] for k in ("batch_size", "eval_batches", "peak_lr", "min_lr")})
+  c.train.warmup_steps = b.train.warmup_steps
+  c.decode.batch_size = b.decode.batch_size
+  bible.prepare_if_missing(c.data.corpus_dir, c.data.source_lang, c.data.target_lang)
+
+
+def teacher_dir(task: str, root: str) -> str:
+  return os.path.join(root, task, "ar")
+
+
+def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
+  """The Bible task's corpus with the AR run's translations of its training sources as targets
+  (valid and test copied), made once to root/data/TASK_distilled; the AR must have stopped."""
+  out = os.path.join(root, "data", f"{task}_distilled")
+  if os.path.isfile(os.path.join(out, distill.MANIFEST)):
+    return out
+  teacher = teacher_dir(task, root)
+  timing = os.path.join(teacher, TIMING)
+  finished = os.path.isfile(timing) and json.load(open(timing, encoding="utf-8")).get("finished")
+  if not finished:
+    raise SystemExit(
+      f"--models: the PaDIR models of {task} learn from its AR run's translations, and "
+      f"{teacher} has not finished training: list ar first (--models ar,dag)"
+    )
+  wall, cpu = time.time(), cpu_seconds()
+  d = c.data
+  distill.distill_corpus(
+    teacher,
+    d.corpus_dir,
+    out,
+    source_lang=d.source_lang,
+    target_lang=d.target_lang,
+    beam_size=DISTILL_BEAM,
+    length_penalty=0.6,
+    batch_size=64,
+  )
+  print(
+    f"{task}: the AR's translations of the training sources made in "
+    f"{time.time() - wall:.0f} s ({cpu_seconds() - cpu:.0f} CPU s) to {out}",
+    flush=True,
+  )
+  return out
 
 
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -457,7 +525,11 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--workdir", default=None, help="runs and corpora (default: a temporary one)")
   parser.add_argument("--tasks", default=None, help=f"default {','.join(grammar.FAMILY)}")
-  parser.add_argument("--bible", action="store_true", help="the Bible EN->ES pair as a task too")
+  parser.add_argument(
+    "--bible",
+    action="store_true",
+    help="the Bible pair as two tasks more (bible_en_es, bible_es_en), the PaDIR models distilled",
+  )
   parser.add_argument("--models", default=None, help=f"default {','.join(MODELS)}")
   parser.add_argument("--pairs", type=int, default=60_000)
   parser.add_argument("--steps", type=int, default=20_000, help="at most; early stopping ends it")
@@ -518,7 +590,12 @@ def main(argv=None) -> int:
   if args.tiny:
     args.pairs, args.steps, args.eval_every, args.patience = 400, 30, 10, 2
     args.valid_sentences, args.vocab_size, args.dag_upsample, args.resamples = 16, 160, 2, 100
-  tasks = [t for t in args.tasks.split(",") if t] + (["bible"] if args.bible else [])
+  tasks = [t for t in args.tasks.split(",") if t] + (list(BIBLE) if args.bible else [])
+  unknown = [t for t in tasks if t not in grammar.FAMILY and t not in BIBLE]
+  if unknown:
+    parser.error(
+      f"--tasks {unknown[0]!r}: not a task; one of {', '.join([*grammar.FAMILY, *BIBLE])}"
+    )
   models = [m for m in args.models.split(",") if m]
   with tempfile.TemporaryDirectory() as scratch:
     root = args.workdir or scratch
@@ -531,7 +608,7 @@ def main(argv=None) -> int:
           if name != "ar":
             ar = by_model["ar"][0]
             task_rows += at_ar_cpu_rows(name, task, root, args, ar, by_model[name][-1])
-      config = run_config(models[0], task, root, args)
+      config = run_config("ar", task, root, args)  # the task's own corpus, not a distilled one
       _, references = test_pairs(config)
       compare(task_rows, references, config.data.target_lang, args.resamples)
       lexicon, markers = target_words(config)

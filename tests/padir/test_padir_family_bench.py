@@ -162,3 +162,53 @@ def test_a_finished_run_is_not_opened_again_and_adds_no_time(tmp_path, monkeypat
   # finished, it is not opened: a config changed since (here another model's) is no refusal
   monkeypatch.setattr(family.training, "open_run", lambda c, w: pytest.fail("opened"))
   assert family.train(family.model_config("dag", 2), workdir) == second
+
+
+def test_an_unknown_task_is_refused_in_one_line_naming_the_tasks(capsys):
+  with pytest.raises(SystemExit):
+    family.main(["--tasks", "sov,klingon"])
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert "--tasks 'klingon': not a task" in err and "bible_es_en" in err and "sov_long" in err
+
+
+@pytest.mark.slow  # a tiny AR trained, its translations made, a tiny DAG trained from them
+def test_a_bible_student_learns_from_its_ars_translations_and_starts_from_its_weights(
+  toy_corpus, tmp_path
+):
+  """On a Bible task the PaDIR models train on the task's AR run's 2-beam translations of the
+  training sources (valid and test are the corpus's own) and warm-start from its weights; before
+  the AR has finished they are refused in one line."""
+  import json
+  import shutil
+
+  from padir.model import restore
+  from padir.training import distill
+
+  root = str(tmp_path)
+  shutil.copytree(toy_corpus, f"{root}/data/bible_en_es")  # the corpus, as if fetched
+  args = _args(steps=4, eval_every=2, valid_sentences=4, dag_lm_order=0, resamples=20)
+  with pytest.raises(SystemExit, match="has not finished training: list ar first"):
+    family.run_config("dag", "bible_en_es", root, args)
+  (ar,) = family.run_model("ar", "bible_en_es", root, args)
+  config = family.run_config("dag", "bible_en_es", root, args)
+  assert config.init_from == f"{root}/bible_en_es/ar"
+  assert config.data.corpus_dir == f"{root}/data/bible_en_es_distilled"
+  family.on_bible(full := family.model_config("dag", 2), "dag", "bible_en_es", root)
+  assert full.data.bucket_boundaries == family.BIBLE_BUCKETS and full.model.d_model == 256
+  assert config.model.d_model == 32 and config.train.batch_size == 16  # --tiny's sizes
+  read = lambda d, split: family.data.read_split(d, split, "en", "es")
+  teacher, tok, _ = restore.load_model(f"{root}/bible_en_es/ar")
+  sources = [s for s, _ in read(toy_corpus, "train")]
+  targets, _ = distill.translate_sources(
+    teacher, tok, sources, beam_size=2, length_penalty=0.6, batch_size=64
+  )
+  want = [(s, t) for s, t in zip(sources, targets) if t is not None]
+  assert read(config.data.corpus_dir, "train") == want and want  # (the rest left out: too long)
+  assert want != read(toy_corpus, "train")[: len(want)]  # a 4-step teacher's, not the references
+  for split in ("valid", "test"):
+    assert read(config.data.corpus_dir, split) == read(toy_corpus, split)
+  rows = family.run_model("dag", "bible_en_es", root, args)
+  record = json.load(open(f"{root}/bible_en_es/dag/{family.training.warm_start.RECORD}"))
+  assert record["run"] == f"{root}/bible_en_es/ar" and "embed_VD" in record["copied"]
+  assert [r.task for r in rows] == ["bible_en_es"] * 2 and ar.task == "bible_en_es"
+  assert all(len(r.hypotheses) == len(read(toy_corpus, "test")) for r in rows)
