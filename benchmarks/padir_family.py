@@ -260,9 +260,11 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
   if os.path.isfile(os.path.join(out, distill.MANIFEST)):
     return out
   teacher = teacher_dir(task, root)
-  timing = os.path.join(teacher, TIMING)
-  finished = os.path.isfile(timing) and json.load(open(timing, encoding="utf-8")).get("finished")
-  if not finished:
+  timing = {}
+  if os.path.isfile(os.path.join(teacher, TIMING)):
+    with open(os.path.join(teacher, TIMING), encoding="utf-8") as f:
+      timing = json.load(f)
+  if not timing.get("finished"):
     raise SystemExit(
       f"--models: the PaDIR models of {task} learn from its AR run's translations, and "
       f"{teacher} has not finished training: list ar first (--models ar,dag)"
