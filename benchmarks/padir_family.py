@@ -68,7 +68,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import ml_collections  # noqa: E402
 
-from configs import padir_bible_en_es_ar, padir_bible_es_en_ar, padir_family  # noqa: E402
+from configs import (  # noqa: E402
+  padir_bible_en_es_ar,
+  padir_bible_en_es_distill,
+  padir_bible_es_en_ar,
+  padir_family,
+)
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import bible, grammar, vocab  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
@@ -84,7 +89,6 @@ MODELS = padir_family.MODELS
 # backbone, data and optimizer of every model on it.
 BIBLE = {"bible_en_es": padir_bible_en_es_ar, "bible_es_en": padir_bible_es_en_ar}
 BIBLE_BUCKETS = (24, 32, 40, 48, 56)  # batches by length (configs/padir_bible_en_es_ctc_distill.py)
-DISTILL_BEAM = 2  # the teacher's beam for the students' targets (configs/padir_bible_en_es_distill)
 TIMING = "family_timing.json"
 HEADER = [
   "task",
@@ -243,8 +247,8 @@ def on_bible(c: ml_collections.ConfigDict, name: str, task: str, root: str) -> N
   c.data.update(corpus_dir=os.path.join(root, "data", task), bucket_boundaries=BIBLE_BUCKETS)
   keys = ("num_encoder_layers", "num_decoder_layers", "num_heads", "d_model", "d_ff")
   c.model.update({k: b.model[k] for k in keys}, dropout_rate=b.model.dropout_rate)
-  c.train.update({k: b.train[k] for k in ("batch_size", "eval_batches", "peak_lr", "min_lr")})
-  c.train.warmup_steps = b.train.warmup_steps
+  keys = ("batch_size", "eval_batches", "peak_lr", "min_lr", "warmup_steps")
+  c.train.update({k: b.train[k] for k in keys})
   c.decode.batch_size = b.decode.batch_size
   bible.prepare_if_missing(c.data.corpus_dir, c.data.source_lang, c.data.target_lang)
 
@@ -260,26 +264,23 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
   if os.path.isfile(os.path.join(out, distill.MANIFEST)):
     return out
   teacher = teacher_dir(task, root)
-  timing = {}
-  if os.path.isfile(os.path.join(teacher, TIMING)):
-    with open(os.path.join(teacher, TIMING), encoding="utf-8") as f:
-      timing = json.load(f)
-  if not timing.get("finished"):
+  if not read_timing(teacher).get("finished"):
     raise SystemExit(
       f"--models: the PaDIR models of {task} learn from its AR run's translations, and "
       f"{teacher} has not finished training: list ar first (--models ar,dag)"
     )
   wall, cpu = time.time(), cpu_seconds()
   d = c.data
+  dc = padir_bible_en_es_distill.get_config().distill  # the Bible students' settings (2 beams)
   distill.distill_corpus(
     teacher,
     d.corpus_dir,
     out,
     source_lang=d.source_lang,
     target_lang=d.target_lang,
-    beam_size=DISTILL_BEAM,
-    length_penalty=0.6,
-    batch_size=64,
+    beam_size=dc.beam_size,
+    length_penalty=dc.length_penalty,
+    batch_size=dc.batch_size,
   )
   print(
     f"{task}: the AR's translations of the training sources made in "
@@ -289,16 +290,21 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
   return out
 
 
+def read_timing(workdir: str) -> dict:
+  """A run's timing over its legs so far (`train`), {} before its first."""
+  path = os.path.join(workdir, TIMING)
+  if not os.path.isfile(path):
+    return {}
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Trains (or resumes, or finds finished) one run; its timing over every leg. A run whose
   training has ended (`fit` returned: early-stopped or at its last step) is marked so and not
   opened again, so a rerun of the benchmark adds no time to it, and a config changed since (a
   validation setting) does not stop its rows from being decoded."""
-  path = os.path.join(workdir, TIMING)
-  timing = {}
-  if os.path.isfile(path):
-    with open(path, encoding="utf-8") as f:
-      timing = json.load(f)
+  timing = read_timing(workdir)
   if timing.get("finished"):
     return timing
   rd = training.open_run(config, workdir)
