@@ -36,10 +36,11 @@ steps), then translates the test split:
   chose at the checkpoint decoded).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
-and CPU seconds (user + system of this process over `fit`, validation decoding included), and
+and CPU seconds (user + system of the training process, validation decoding included: the
+clock the run keeps in its records over every leg, padir.training.throughput.RunClock), and
 "valid BLEU @ AR's CPU": the model's validation BLEU (its validation decoder's) at the last
-evaluation it had reached within the AR's CPU seconds (its CPU seconds per step taken as
-constant), the comparison at equal CPU time. A model that spent more than the AR gets one more
+evaluation it had reached within the AR's CPU seconds (by its clock), the comparison at equal
+CPU time. A model that spent more than the AR gets one more
 row, "... @ AR's CPU": its last row's decoder on the checkpoint it had saved last within the
 AR's CPU seconds (every evaluation's checkpoint is kept), with the steps and the share of the
 time up to there.
@@ -47,7 +48,11 @@ A second table breaks each row's test errors down (padir.evaluation.errors: exac
 only, lexical; non-words, length, dropped / inserted words, agreement markers), and each row's
 translations stay in its run directory (test_hypotheses[_beam|_beam_lm].txt).
 A killed benchmark rerun with the same arguments resumes each unfinished training (padir's
-checkpoints) and retrains nothing finished; the time columns then add up every leg.
+checkpoints) and retrains nothing finished; the time columns then add up every leg, a leg's
+time past its last checkpoint once (the steps its successor redoes). A run begun before the
+clock (2026-11-30) is timed by the sum of its legs in WORKDIR/TASK/MODEL/family_timing.json,
+which a leg killed outright (SIGKILL) does not reach, and its CPU seconds per step taken as
+constant.
 """
 
 from __future__ import annotations
@@ -57,7 +62,6 @@ import dataclasses
 import json
 import os
 import re
-import resource
 import signal
 import sys
 import tempfile
@@ -81,7 +85,7 @@ from padir.decoding import ngram  # noqa: E402
 from padir.evaluation import curves, dag_search, errors, metrics  # noqa: E402
 from padir.evaluation import translation as evaluate  # noqa: E402
 from padir.model import restore  # noqa: E402
-from padir.training import distill  # noqa: E402
+from padir.training import distill, throughput  # noqa: E402
 from padir.training import loop as training  # noqa: E402
 
 MODELS = padir_family.MODELS
@@ -100,11 +104,6 @@ HEADER = [
   "CPU s",
   "valid BLEU @ AR's CPU",
 ]
-
-
-def cpu_seconds() -> float:
-  r = resource.getrusage(resource.RUSAGE_SELF)
-  return r.ru_utime + r.ru_stime
 
 
 def model_config(
@@ -269,7 +268,7 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
       f"--models: the PaDIR models of {task} learn from its AR run's translations, and "
       f"{teacher} has not finished training: list ar first (--models ar,dag)"
     )
-  wall, cpu = time.time(), cpu_seconds()
+  wall, cpu = time.time(), throughput.process_cpu_seconds()
   d = c.data
   dc = padir_bible_en_es_distill.get_config().distill  # the Bible students' settings (2 beams)
   distill.distill_corpus(
@@ -284,7 +283,7 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
   )
   print(
     f"{task}: the AR's translations of the training sources made in "
-    f"{time.time() - wall:.0f} s ({cpu_seconds() - cpu:.0f} CPU s) to {out}",
+    f"{time.time() - wall:.0f} s ({throughput.process_cpu_seconds() - cpu:.0f} CPU s) to {out}",
     flush=True,
   )
   return out
@@ -306,9 +305,9 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
   validation setting) does not stop its rows from being decoded."""
   timing = read_timing(workdir)
   if timing.get("finished"):
-    return timing
+    return with_clock(workdir, timing)
   rd = training.open_run(config, workdir)
-  wall, cpu, finished = time.time(), cpu_seconds(), False
+  wall, cpu, finished = time.time(), throughput.process_cpu_seconds(), False
   try:
     training.fit(config, rd)
     finished = True
@@ -317,12 +316,39 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict:
     # every leg; a leg killed outright (SIGKILL) is the only one lost.
     timing = {
       "wall": timing.get("wall", 0.0) + time.time() - wall,
-      "cpu": timing.get("cpu", 0.0) + cpu_seconds() - cpu,
+      "cpu": timing.get("cpu", 0.0) + throughput.process_cpu_seconds() - cpu,
       "finished": finished,
     }
     rd.write_json(TIMING, timing)
     rd.close()
-  return timing
+  return with_clock(workdir, timing)
+
+
+def run_clock(workdir: str) -> dict[int, tuple[float, float]]:
+  """{step: (wall, CPU seconds)} of the run so far at each step it logged, from the clock its
+  training keeps in its records over every leg (padir.training.throughput.RunClock: a killed
+  leg's time past its last checkpoint counted once); {} for a run without records, or begun
+  before the clock (a record without one): the timing file's sum of legs stands for it."""
+  try:
+    records = [r for kind in curves.read_metrics(workdir) for r in kind]
+  except FileNotFoundError:
+    return {}
+  if not records or any(throughput.CPU not in r for r in records):
+    return {}
+  out: dict[int, tuple[float, float]] = {}
+  for r in records:  # a step's evaluation record comes after its training record
+    wall, cpu = out.get(r["step"], (0.0, 0.0))
+    out[r["step"]] = (max(wall, r[throughput.WALL]), max(cpu, r[throughput.CPU]))
+  return out
+
+
+def with_clock(workdir: str, timing: dict) -> dict:
+  """The timing of a run, its wall and CPU seconds the run's clock where it kept one."""
+  clock = run_clock(workdir)
+  if not clock:
+    return timing
+  wall, cpu = clock[max(clock)]
+  return {**timing, "wall": wall, "cpu": cpu}
 
 
 def target_words(config: ml_collections.ConfigDict) -> tuple[set[str], list[str] | None]:
@@ -363,6 +389,13 @@ class Row:
   at_ar_cpu: str = "-"
   errors: errors.Breakdown | None = None
   search: dag_search.Attribution | None = None  # the "dag beam+lm" rows': search or model
+  clock: dict[int, float] = dataclasses.field(default_factory=dict)  # step: CPU s (run_clock)
+
+  def cpu_at(self, step: int) -> float:
+    """The run's CPU seconds at `step`: its clock's, else its CPU seconds per step as constant."""
+    if step in self.clock:
+      return self.clock[step]
+    return step * self.cpu / max(self.steps, 1)
 
 
 def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list[Row]:
@@ -399,6 +432,7 @@ def decode_rows(
   _, evals = curves.read_metrics(workdir)
   bleus = [(r["step"], r["valid_bleu"]) for r in evals if "valid_bleu" in r]
   last = max(restore.checkpoint_steps(workdir))
+  clock = run_clock(workdir)
   strategies = list(strategies)
   lm = None
   if name == "dag" and args.dag_lm_order:
@@ -409,6 +443,11 @@ def decode_rows(
       print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
   early = step is not None and step != last
   w, b = beam_setting(workdir, step or last, args)
+  if early and step in clock:
+    wall, cpu = clock[step]
+  else:  # (a run begun before the clock: its time per step taken as constant)
+    share = step / last if early else 1.0
+    wall, cpu = timing["wall"] * share, timing["cpu"] * share
   rows = []
   for strategy in strategies:
     with_lm = strategy == "beam+lm"
@@ -454,10 +493,11 @@ def decode_rows(
         bleu=metrics.bleu(hyps, references, trained.data.target_lang).score,
         hypotheses=hyps,
         steps=step if early else last,
-        wall=timing["wall"] * (step / last if early else 1.0),
-        cpu=timing["cpu"] * (step / last if early else 1.0),
+        wall=wall,
+        cpu=cpu,
         evals=bleus,
         search=attribution,
+        clock={s: c for s, (_, c) in clock.items()},
       )
     )
   return rows
@@ -475,14 +515,13 @@ def at_ar_cpu_rows(
   name: str, task: str, root: str, args: argparse.Namespace, ar: Row, final: Row
 ) -> list[Row]:
   """A model's last row again, decoded from the last checkpoint it had saved within the AR's
-  CPU seconds (its CPU seconds per step taken as constant): what a PaDIR run given the AR's
-  training budget would translate with. None where the model finished within that budget, or
-  had saved no checkpoint by then."""
+  CPU seconds (by its clock, else its CPU seconds per step taken as constant): what a PaDIR run
+  given the AR's training budget would translate with. None where the model finished within
+  that budget, or had saved no checkpoint by then."""
   if final.cpu <= ar.cpu:
     return []
   workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
-  per_step = final.cpu / max(final.steps, 1)
-  steps = [s for s in restore.checkpoint_steps(workdir) if s * per_step <= ar.cpu]
+  steps = [s for s in restore.checkpoint_steps(workdir) if final.cpu_at(s) <= ar.cpu]
   if not steps:
     return []
   timing = {"wall": final.wall, "cpu": final.cpu}
@@ -490,11 +529,10 @@ def at_ar_cpu_rows(
   return decode_rows(name, task, workdir, timing, strategies, args, step=max(steps))[-1:]
 
 
-def at_cpu(evals: list[tuple[int, float]], cpu: float, steps: int, budget: float) -> str:
+def at_cpu(row: Row, budget: float) -> str:
   """The validation BLEU of the last evaluation a run had reached within `budget` CPU seconds
-  (its CPU seconds per step taken as constant), "-" before its first."""
-  per_step = cpu / max(steps, 1)
-  reached = [b for s, b in evals if s * per_step <= budget]
+  (Row.cpu_at), "-" before its first."""
+  reached = [b for s, b in row.evals if row.cpu_at(s) <= budget]
   return f"{reached[-1]:.2f}" if reached else "-"
 
 
@@ -507,7 +545,7 @@ def compare(rows: list[Row], references: list[str], target_lang: str, resamples:
   for r in rows:
     if r is ar:
       continue
-    r.at_ar_cpu = at_cpu(r.evals, r.cpu, r.steps, ar.cpu)
+    r.at_ar_cpu = at_cpu(r, ar.cpu)
     p = metrics.paired_bootstrap(r.hypotheses, ar.hypotheses, references, target_lang, resamples)
     r.delta = f"{p.delta:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
 
@@ -650,7 +688,11 @@ def main(argv=None) -> int:
       json.dump(
         [
           {
-            **{k: v for k, v in dataclasses.asdict(r).items() if k not in ("hypotheses", "search")},
+            **{
+              k: v
+              for k, v in dataclasses.asdict(r).items()
+              if k not in ("hypotheses", "search", "clock")
+            },
             **({"search": r.search.summary()} if r.search else {}),
           }
           for r in rows

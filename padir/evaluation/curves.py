@@ -11,9 +11,11 @@ length loss for PaDIR), validation token loss, validation BLEU; one line per run
 
 `--minutes`: validation BLEU against the runs' wall-clock minutes instead (issue 26: a recipe
 must learn at AR's pace in time, not in steps), with the length accuracy (exact and within 2
-tokens) beside it for PaDIR runs. The minutes of a step are the sum of the logged intervals up
-to it (each log_every / steps_per_second): the training steps, the compilations and the
-evaluations as they ran, a resumed run's restart included; not the time between legs.
+tokens) beside it for PaDIR runs. The minutes of a step are the run's clock there (its records'
+wall_seconds, padir.training.throughput.RunClock: every leg's time, its start-up included, a
+killed leg's steps past its last checkpoint once; not the time between legs); for a run begun
+before the clock (2026-11-30), the sum of the logged intervals up to it (each log_every /
+steps_per_second).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Sequence
 
 from gmlm.runs import RunDir
 
+WALL, CPU = "wall_seconds", "cpu_seconds"  # the run's clock (padir.training.throughput)
 DATA_REPORT = "data.json"  # the train split's pair counts (padir.training.loop.check_data)
 
 
@@ -52,9 +55,14 @@ def read_metrics(workdir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
   return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
 
 
-def wall_clock_minutes(train: Sequence[dict[str, Any]]) -> dict[int, float]:
-  """{step: minutes since the run started} at each training record (read_metrics' first list),
-  summing the logged intervals: (step - previous step) / steps_per_second."""
+def wall_clock_minutes(
+  train: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]] = ()
+) -> dict[int, float]:
+  """{step: minutes the run had trained} at each record (read_metrics' two lists): the clock
+  the records carry (a step's evaluation record, written last, wins), or for a run without it
+  on every record, the logged intervals summed: (step - previous step) / steps_per_second."""
+  if train and all(WALL in r for r in [*train, *evals]):
+    return {r["step"]: r[WALL] / 60.0 for r in [*train, *evals]}
   out, total, previous = {}, 0.0, 0
   for r in train:
     total += (r["step"] - previous) / r["steps_per_second"] / 60.0
@@ -66,7 +74,7 @@ def wall_clock_minutes(train: Sequence[dict[str, Any]]) -> dict[int, float]:
 def bleu_by_minutes(workdir: str) -> list[tuple[float, float]]:
   """(wall-clock minutes, validation BLEU) of each evaluation of a run that translated."""
   train, evals = read_metrics(workdir)
-  minutes = wall_clock_minutes(train)
+  minutes = wall_clock_minutes(train, evals)
   return [
     (minutes[r["step"]], r["valid_bleu"])
     for r in evals
@@ -89,7 +97,7 @@ def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None)
     (bleu_line,) = axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
     color = bleu_line.get_color()
     train, evals = read_metrics(workdir)
-    minutes = wall_clock_minutes(train)
+    minutes = wall_clock_minutes(train, evals)
     ev = [r for r in evals if "valid_length_accuracy" in r and r["step"] in minutes]
     if ev:
       x = [minutes[r["step"]] for r in ev]
@@ -175,9 +183,16 @@ def report(workdir: str) -> str:
   lines = [f"# {os.path.basename(os.path.normpath(workdir))}", ""]
   if train:
     last = train[-1]
+    spent = max((r for r in [*train, *evals] if CPU in r), key=lambda r: r[CPU], default=None)
     lines += [
       f"{last['step']} training steps; last training loss {last['train_loss']:.3f}, "
-      f"{1 / last['steps_per_second']:.2f} s/step over the last log interval.",
+      f"{1 / last['steps_per_second']:.2f} s/step over the last log interval"
+      + (
+        f"; {spent[WALL] / 60:.1f} wall minutes and {spent[CPU]:.0f} CPU seconds in all"
+        if spent
+        else ""
+      )
+      + ".",
       "",
     ]
   data_path = os.path.join(workdir, DATA_REPORT)

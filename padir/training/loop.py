@@ -609,6 +609,7 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple[tokenizer_lib.Token
 
 def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
   """Trains (or resumes) in rd (opened with `open_run`); returns the last logged metrics."""
+  clock = throughput.RunClock()  # the run's wall and CPU seconds in every record, over its legs
   multi_process = jax.process_count() > 1
   if multi_process and config.decode.num_examples > 0:
     raise NotImplementedError(
@@ -702,6 +703,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     train_iter.set_state(restored["data"])
     logging.info("resumed from step %d", step)
   # Also with no checkpoint (step 0): a run killed before its first one logged lines already.
+  clock.resume(rd.metrics(), step)
   dropped = rd.truncate_metrics(step)
   if dropped:
     logging.info("metrics.jsonl: dropped %d records past step %d", dropped, step)
@@ -756,6 +758,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
           "learning_rate": float(schedule(step - 1)),
           "steps_per_second": n_sum / (time.time() - t_start),  # wall clock, evaluations in
           **meter.window(time.time() - t_start - t_aside),  # the training steps alone
+          **clock.now(),
         }
         if not np.isfinite(record["train_loss"]):
           raise FloatingPointError(f"non-finite training loss at step {step}: {record}")
@@ -776,6 +779,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
           es = early_stopping.state(bleus, patience)
           record.update(early_stopping_wait=es.wait, early_stopped=es.stop)
           stopped = es.stop
+        record.update(clock.now())
         rd.log_metrics(step, record)
         last.update(step=step, **record)
       if step % t.checkpoint_every == 0 or step == stop_at or stopped:

@@ -11,11 +11,23 @@ checkpoints between them; its steps_per_second keeps them, the wall clock of the
 
 Each process counts the rows it reads; a step's FLOPs and tokens are its own times the number
 of processes (every process reads as many rows), and the peak is the sum over all devices.
+
+  clock = RunClock()                            # as a leg starts
+  clock.resume(rd.metrics(), step)              # after the restore, at `step`
+  record.update(clock.now())                    # wall_seconds, cpu_seconds: the run's so far
+
+`RunClock` is what a run has cost over all its legs: its records carry the wall and CPU seconds
+(this process's, user + system) spent since the run began, up to that record. A leg starts
+from the clock of the last record at or before the step it resumed from, so the time a killed
+leg spent past its last checkpoint (whose records the resume drops) is counted once, by the leg
+that redoes those steps; each leg's start-up (data, compilation, restore) counts.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import resource
+import time
+from typing import Any, Iterable
 
 import jax
 import numpy as np
@@ -60,3 +72,35 @@ class StepMeter:
     }
     self.flops, self.tokens, self.steps = 0.0, 0, 0
     return out
+
+
+WALL, CPU = "wall_seconds", "cpu_seconds"
+
+
+def process_cpu_seconds() -> float:
+  """This process's CPU seconds so far, user + system, every thread."""
+  r = resource.getrusage(resource.RUSAGE_SELF)
+  return r.ru_utime + r.ru_stime
+
+
+class RunClock:
+  """The wall and CPU seconds a run has spent, over its legs (the module docstring)."""
+
+  def __init__(self):
+    """Started at the beginning of a leg, before its data, model and restore."""
+    self._wall = self._cpu = 0.0
+    self._t, self._c = time.time(), process_cpu_seconds()
+
+  def resume(self, records: Iterable[dict], step: int) -> None:
+    """Adds the earlier legs' time: the clock of the last of the run's records (metrics.jsonl,
+    in the order written) at or before `step`, the step this leg resumed from (0: none)."""
+    for r in records:
+      if r["step"] <= step and CPU in r:
+        self._wall, self._cpu = r[WALL], r[CPU]
+
+  def now(self) -> dict[str, float]:
+    """{wall_seconds, cpu_seconds}: the run's so far."""
+    return {
+      WALL: self._wall + time.time() - self._t,
+      CPU: self._cpu + process_cpu_seconds() - self._c,
+    }

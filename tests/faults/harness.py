@@ -24,6 +24,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMING = (
   "seconds", "steps_per_second", "simulated_steps_per_second", "train_seconds",
   "step_seconds", "target_tokens_per_s", "mfu", "peak_flops",  # padir.training.throughput
+  "wall_seconds", "cpu_seconds",  # the run's clock (throughput.RunClock)
   # the processes' FLOPs: work each process repeats (positional-attention scores) counts once
   # per process, so a 2-process step has more FLOPs than the same step in one process
   "flops_per_step",

@@ -133,6 +133,51 @@ def test_the_row_at_the_ars_cpu_decodes_the_last_checkpoint_within_it(monkeypatc
   assert family.at_ar_cpu_rows("ctc", "sov", "root", args, ar, poor) == []
 
 
+def test_the_time_columns_are_the_runs_clock_where_it_kept_one(tmp_path, monkeypatch):
+  """A run's wall and CPU seconds at each step are the clock its records carry (the last record
+  of a step: its evaluation's); the comparisons at the AR's CPU seconds read it step by step,
+  where the old rule (CPU per step constant) picked another checkpoint; a run with a record
+  without the clock (begun before it) keeps its timing file's sum and the constant rule."""
+  import json
+
+  def write(records):
+    with open(tmp_path / "metrics.jsonl", "w", encoding="utf-8") as f:
+      f.writelines(json.dumps(r) + "\n" for r in records)
+
+  records = []
+  for step, cpu in ((250, 1000.0), (500, 1100.0), (750, 1200.0), (1000, 2000.0)):
+    clock = {"wall_seconds": cpu / 2, "cpu_seconds": cpu}
+    records.append({"step": step, "train_loss": 1.0, "wall_seconds": 1.0, "cpu_seconds": 1.0})
+    records.append({"step": step, "valid_bleu": step / 100, **clock})
+  write(records)
+  clock = family.run_clock(str(tmp_path))
+  assert clock == {250: (500.0, 1000.0), 500: (550.0, 1100.0), 750: (600.0, 1200.0),
+                   1000: (1000.0, 2000.0)}  # fmt: skip
+  timing = {"wall": 1.0, "cpu": 2.0, "finished": True}
+  assert family.with_clock(str(tmp_path), timing) == {
+    "wall": 1000.0,
+    "cpu": 2000.0,
+    "finished": True,
+  }
+  dag = _row("dag beam+lm", [], 2000.0, steps=1000, evals=[(s, s / 100) for s in clock])
+  dag.clock = {s: c for s, (_, c) in clock.items()}
+  ar = _row("ar", [], 1250.0, steps=1000)
+  assert dag.cpu_at(750) == 1200.0 and family.at_cpu(dag, ar.cpu) == "7.50"
+  monkeypatch.setattr(family.restore, "checkpoint_steps", lambda workdir: sorted(clock))
+  asked = []
+  monkeypatch.setattr(
+    family, "decode_rows", lambda *a, step=None, **k: asked.append(step) or ["row"]
+  )
+  family.at_ar_cpu_rows("dag", "sov", "root", _args(dag_lm_order=5), ar, dag)
+  dag.clock = {}  # the constant rule: 2 CPU s a step, step 500 the last within 1,250 s
+  family.at_ar_cpu_rows("dag", "sov", "root", _args(dag_lm_order=5), ar, dag)
+  assert asked == [750, 500] and family.at_cpu(dag, ar.cpu) == "5.00"
+  write(records + [{"step": 1250, "train_loss": 1.0}])  # a leg run before the clock
+  assert family.run_clock(str(tmp_path)) == {}
+  assert family.with_clock(str(tmp_path), timing) == timing
+  assert family.run_clock(str(tmp_path / "nowhere")) == {}
+
+
 def test_a_finished_run_is_not_opened_again_and_adds_no_time(tmp_path, monkeypatch):
   """The first leg that returns from fit marks the run finished; a rerun of the benchmark then
   returns its timing without fitting (each such rerun used to add its restore's seconds), and a

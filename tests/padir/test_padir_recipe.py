@@ -387,3 +387,9 @@ def test_bleu_against_wall_clock_minutes_sums_the_logged_intervals(tmp_path):
   np.testing.assert_allclose(curves.bleu_by_minutes(str(tmp_path)), [(250 / 60, 7), (350 / 60, 9)])
   out = curves.plot([str(tmp_path)], str(tmp_path / "minutes.png"), minutes=True)
   assert os.path.getsize(out) > 1000
+  # A run whose records carry its clock (padir.training.throughput.RunClock: over its legs) is
+  # read off it, each evaluation at its own record's (written after the step's training one).
+  for r, wall in zip(records, (50, 300, 330, 430, 460)):
+    r["wall_seconds"] = float(wall)
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  np.testing.assert_allclose(curves.bleu_by_minutes(str(tmp_path)), [(330 / 60, 7), (460 / 60, 9)])

@@ -4,6 +4,7 @@ before anything is written."""
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -63,12 +64,13 @@ def test_training_writes_metrics_and_keeps_the_last_k_checkpoints(toy_corpus, tm
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]
   assert os.path.isfile(os.path.join(workdir, "config.json"))
   # The TensorBoard event file, read as raw TFRecords and decoded with the Event protobuf,
-  # holds the same scalars as metrics.jsonl.
+  # holds the same scalars as metrics.jsonl (a tag logged twice at a step, the run's clock in
+  # its training and evaluation records, by its later value in both).
   scalars = _event_scalars(os.path.join(workdir, "tb"))
-  for r in records:
-    for k, v in r.items():
-      if k != "step" and isinstance(v, float):
-        assert scalars[(k, r["step"])] == pytest.approx(v, rel=1e-6)
+  logged = {(k, r["step"]): v for r in records for k, v in r.items() if isinstance(v, float)}
+  assert ("cpu_seconds", 4) in logged and set(logged) <= set(scalars)
+  for key, v in logged.items():
+    assert scalars[key] == pytest.approx(v, rel=1e-6), key
   assert ("train_loss", 2) in scalars and ("valid_loss", 4) in scalars
   assert os.path.isfile(os.path.join(workdir, "report.md"))
 
@@ -180,6 +182,53 @@ def test_resumed_run_matches_an_uninterrupted_one(toy_corpus, tmp_path, monkeypa
   assert last_a["train_loss"] == pytest.approx(last_b["train_loss"], rel=1e-6)
 
 
+@pytest.mark.slow  # two legs of a short training
+def test_a_runs_clock_counts_a_killed_legs_lost_steps_once(toy_corpus, tmp_path, monkeypatch):
+  """Each record carries the wall and CPU seconds the run has spent over its legs
+  (padir.training.throughput.RunClock). A leg killed after logging steps 5-6 but before their
+  checkpoint, its CPU clock made to jump by 1,000 s after step 4's checkpoint: the resumed leg
+  starts from the clock of step 4, so the run's total is at most that plus the resumed leg's
+  own time (measured around it), the lost 1,000 s not in it."""
+  from padir.training import throughput
+
+  workdir = str(tmp_path / "run")
+  config = _config(toy_corpus, steps=8)
+  real, jump = throughput.process_cpu_seconds, [0.0]
+  monkeypatch.setattr(throughput, "process_cpu_seconds", lambda: real() + jump[0])
+
+  class KilledBeforeStep6(training.Checkpoints):
+    def save(self, step, items, **kwargs):
+      if step == 6:
+        raise _Killed
+      saved = super().save(step, items, **{**kwargs, "wait": True})
+      jump[0] += 1000.0 if step == 4 else 0.0  # steps 5-6: time the resume will redo
+      return saved
+
+  clocks = lambda: (time.time(), throughput.process_cpu_seconds())
+  with monkeypatch.context() as m:
+    m.setattr(training, "Checkpoints", KilledBeforeStep6)
+    w0, c0 = clocks()
+    with pytest.raises(_Killed):
+      train_job.run(config, workdir)
+  w1, c1 = clocks()
+  killed = _metrics(workdir)
+  at4 = [r for r in killed if r["step"] == 4][-1]  # the evaluation record, after the training one
+  lost = [r for r in killed if r["step"] == 6][-1]
+  assert 0 < at4["cpu_seconds"] < at4["cpu_seconds"] + 1000 < lost["cpu_seconds"] <= c1 - c0
+  assert 0 < at4["wall_seconds"] < lost["wall_seconds"] <= w1 - w0
+  train_job.run(config, workdir)
+  w2, c2 = clocks()
+  records = _metrics(workdir)
+  assert [r for r in records if r["step"] <= 4] == [r for r in killed if r["step"] <= 4]
+  assert [r["step"] for r in records if "train_loss" in r] == [2, 4, 6, 8]
+  for key, leg in (("cpu_seconds", c2 - c1), ("wall_seconds", w2 - w1)):
+    values = [r[key] for r in records]
+    assert values == sorted(values), key  # in the order written, never back
+    resumed = [r[key] for r in records if r["step"] > 4]
+    assert at4[key] < resumed[0] and resumed[-1] <= at4[key] + leg, key
+  assert [r["cpu_seconds"] for r in records][-1] < lost["cpu_seconds"]
+
+
 @pytest.mark.slow  # compiles the AR training step and greedy decoding
 def test_ar_baseline_trains_and_translates(toy_corpus, tmp_path):
   c = _config(toy_corpus, steps=2, translate=True)
@@ -199,7 +248,7 @@ def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
     {"step": 100, "train_loss": 8.0, "steps_per_second": 0.5},
     {"step": 100, "valid_loss": 7.5, "valid_bleu": 1.25, "example": {"source": "a"}},
     {"step": 100, "train_loss": 7.9, "steps_per_second": 0.4},  # after a resume
-    {"step": 200, "valid_loss": 6.5, "valid_bleu": 3.5},
+    {"step": 200, "valid_loss": 6.5, "valid_bleu": 3.5, "wall_seconds": 90.0, "cpu_seconds": 170.0},
   ]
   (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
   train, evals = curves.read_metrics(str(tmp_path))
@@ -210,6 +259,7 @@ def test_curves_and_report_show_every_evaluation_of_the_run(tmp_path):
   text = (tmp_path / "report.md").read_text()
   assert "| 100 | 7.5 | 1.25 |" in text and "| 200 | 6.5 | 3.5 |" in text
   assert "last training loss 7.900, 2.50 s/step" in text
+  assert "; 1.5 wall minutes and 170 CPU seconds in all." in text  # the run's clock (RunClock)
   with pytest.raises(FileNotFoundError, match="not a training run directory"):
     curves.read_metrics(str(tmp_path / "nowhere"))
 
