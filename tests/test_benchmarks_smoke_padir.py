@@ -90,3 +90,12 @@ def test_padir_compile_tiny_prints_every_table_with_its_ratios(tmp_path):
   # the 8-device plan under full remat; the step as it was, the loop and the scan
   counts = {k: len(results[k]) for k in ("compile", "memory", "plan", "step")}
   assert counts == {"compile": 4, "memory": 2, "plan": 1, "step": 3}, counts
+
+
+def test_dag_validation_tiny_decodes_the_grid_both_ways_alike_and_prints_the_ratio():
+  """benchmarks/dag_validation.py: a setting at a time and the grid in one pass give the same
+  translations (its exit status says so) and it prints both rows' seconds and speed-ups."""
+  out = run_benchmark("dag_validation.py", "--tiny", "--repeats", "1", timeout=600)
+  assert "every setting's translations the same both ways: True" in out, out
+  assert re.search(r"\| a setting at a time \| [\d.]+ \| 1\.00x \| [\d.]+ \|", out), out
+  assert re.search(r"\| the grid in one pass \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out), out

@@ -261,6 +261,39 @@ def beam(
   return state.best_BA, state.best_B
 
 
+def _graph(model: model_lib.Transformer, inputs_BS: Array) -> tuple[Array, Array, Array]:
+  """The model's graph for the sources: log p(token | vertex) [B, A, V], log links [B, A, A],
+  live vertices [B, A]."""
+  k = model.cfg.dag_upsample
+  if not k:
+    raise ValueError("DAG decoding needs a model with dag_upsample >= 2")
+  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
+  x_BA = dag_lib.upsample(inputs_BS, k)
+  logp_BAV, links_BAZ = dag_lib.vertex_outputs(
+    model, x_BA, enc_mask_BS, model.project_encoder(enc_BSD)
+  )
+  return logp_BAV, links_BAZ, x_BA != tokenizer_lib.PAD_ID
+
+
+def decode_grid(
+  model: model_lib.Transformer,
+  inputs_BS: Array,
+  lm_weight_N: Array,
+  length_norm_N: Array,
+  beam_size: int = BEAM_SIZE,
+  lm: ngram.Tables | None = None,
+) -> Array:
+  """The beam's translations [N, B, max_target_length] at N settings (n-gram weight, length
+  normalisation) from one pass of the model: each equal to `decode(..., "beam", ...)` at that
+  setting (tested), the graph computed once instead of N times (a validation's grid)."""
+  logp_BAV, links_BAZ, live_BA = _graph(model, inputs_BS)
+  search = lambda w, b: beam(logp_BAV, links_BAZ, live_BA, beam_size, lm, w, length_norm=b)[0]
+  tokens_NBA = jax.vmap(search)(
+    jnp.asarray(lm_weight_N, jnp.float32), jnp.asarray(length_norm_N, jnp.float32)
+  )
+  return jax.vmap(lambda t: _fit(t, model.cfg.max_target_length))(tokens_NBA)
+
+
 def decode(
   model: model_lib.Transformer,
   inputs_BS: Array,
@@ -277,15 +310,7 @@ def decode(
     raise ValueError(f"the DAG decoding strategy must be one of {STRATEGIES}, got {strategy!r}")
   if lm is not None and strategy != "beam":
     raise ValueError(f"an n-gram model joins the DAG's beam search only, not {strategy!r}")
-  k = model.cfg.dag_upsample
-  if not k:
-    raise ValueError("DAG decoding needs a model with dag_upsample >= 2")
-  enc_BSD, enc_mask_BS = model.encode(inputs_BS)
-  x_BA = dag_lib.upsample(inputs_BS, k)
-  live_BA = x_BA != tokenizer_lib.PAD_ID
-  logp_BAV, links_BAZ = dag_lib.vertex_outputs(
-    model, x_BA, enc_mask_BS, model.project_encoder(enc_BSD)
-  )
+  logp_BAV, links_BAZ, live_BA = _graph(model, inputs_BS)
   if strategy == "viterbi":
     tokens_BA = viterbi(logp_BAV, links_BAZ, live_BA)[0]
   elif strategy == "beam":

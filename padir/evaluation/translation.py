@@ -42,6 +42,36 @@ def _dag(model, inputs_BS, strategy, lm=None, lm_weight=0.0, length_norm=0.0):
 
 
 @nnx.jit
+def _dag_grid(model, inputs_BS, lm, lm_weight_N, length_norm_N):
+  return dag_decoding.decode_grid(model, inputs_BS, lm_weight_N, length_norm_N, lm=lm)
+
+
+def translate_dag_grid(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  settings: Sequence[tuple[float, float]],
+  *,
+  batch_size: int = 32,
+  dag_lm: ngram.NgramLM | None = None,
+) -> list[list[str]]:
+  """A DAG model's beam translations at each setting (n-gram weight, length normalisation) of
+  `settings`, one list per setting, each the same as `translate(..., dag_decoder="beam")` at
+  it; the model runs once a batch for all of them (padir.decoding.dag.decode_grid)."""
+  lm_tables = None if dag_lm is None else dag_lm.tables()
+  w_N = jnp.asarray([w for w, _ in settings], jnp.float32)
+  b_N = jnp.asarray([b for _, b in settings], jnp.float32)
+  out: list[list[str]] = [[] for _ in settings]
+  for start in range(0, len(sources), batch_size):
+    chunk = sources[start : start + batch_size]
+    inputs_BS = encode_batch(tok, chunk, batch_size, model.cfg.max_source_length)
+    tokens_NBT = np.asarray(_dag_grid(model, jnp.asarray(inputs_BS), lm_tables, w_N, b_N))
+    for hyps, tokens_BT in zip(out, tokens_NBT):
+      hyps.extend(tok.decode(row) for row in tokens_BT[: len(chunk)])
+  return out
+
+
+@nnx.jit
 def _greedy_ar(model, inputs_BS):
   return decode.greedy_ar(model, inputs_BS)
 
@@ -318,8 +348,8 @@ def validation_translation(
   """BLEU, its signature and the stutter rate of the first config.decode.num_examples valid
   pairs, decoded with config.decode's settings, and the first example. A DAG beam with
   decode.dag_lm_order joins dag_lm (`validation_lm`; None: fitted here). With
-  decode.dag_beam_grid (`parse_beam_grid`), the DAG beam decodes once per setting (n-gram
-  weight, length normalisation) in place of decode.dag_lm_weight and decode.dag_length_norm,
+  decode.dag_beam_grid (`parse_beam_grid`), the DAG beam decodes at each setting (n-gram
+  weight, length normalisation; the model run once for all, `translate_dag_grid`) in place of decode.dag_lm_weight and decode.dag_length_norm,
   and the best BLEU is the validation's (the first setting on a tie), its setting recorded as
   valid_dag_lm_weight and valid_dag_length_norm: the beam's settings chosen on the validation
   split, at every evaluation."""
@@ -330,26 +360,34 @@ def validation_translation(
   grid = parse_beam_grid(c.get("dag_beam_grid", ""))
   settings = grid or ((c.get("dag_lm_weight", 0.0), c.get("dag_length_norm", 0.0)),)
   lm = dag_lm if dag_lm is not None else validation_lm(config, tok)
-  best = None
-  for w, b in settings:
-    hypotheses = translate(
-      model,
-      tok,
-      sources,
-      jax.random.key(config.seed),
-      batch_size=c.batch_size,
-      num_steps=c.num_steps,
-      num_lengths=c.num_lengths,
-      remask_stutter=c.remask_stutter,
-      beam_size=c.get("beam_size", 1),
-      length_penalty=c.get("length_penalty", 0.6),
-      decoder=c.get("decoder", "paper"),
-      blank_penalty=c.get("blank_penalty", 0.0),
-      dag_decoder=c.get("dag_decoder", "lookahead"),
-      dag_lm=lm,
-      dag_lm_weight=w,
-      dag_length_norm=b,
+  if model.cfg.dag_upsample and c.get("dag_decoder") == "beam":  # every setting in one pass
+    by_setting = translate_dag_grid(
+      model, tok, sources, settings, batch_size=c.batch_size, dag_lm=lm
     )
+  else:
+    by_setting = [
+      translate(
+        model,
+        tok,
+        sources,
+        jax.random.key(config.seed),
+        batch_size=c.batch_size,
+        num_steps=c.num_steps,
+        num_lengths=c.num_lengths,
+        remask_stutter=c.remask_stutter,
+        beam_size=c.get("beam_size", 1),
+        length_penalty=c.get("length_penalty", 0.6),
+        decoder=c.get("decoder", "paper"),
+        blank_penalty=c.get("blank_penalty", 0.0),
+        dag_decoder=c.get("dag_decoder", "lookahead"),
+        dag_lm=lm,
+        dag_lm_weight=w,
+        dag_length_norm=b,
+      )
+      for w, b in settings
+    ]
+  best = None
+  for (w, b), hypotheses in zip(settings, by_setting):
     score = metrics.bleu(hypotheses, references, config.data.target_lang)
     if best is None or score.score > best[0].score:
       best = (score, hypotheses, w, b)

@@ -5,6 +5,7 @@ says on hand-made predictions, and a tiny model trains with a finite, decreasing
 
 import itertools
 import json
+import types
 
 import jax
 import jax.numpy as jnp
@@ -428,7 +429,7 @@ def test_a_dag_run_trains_and_translates(toy_corpus, tmp_path, monkeypatch):
 
 
 def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeypatch):
-  """With decode.dag_beam_grid, validation decodes once per (n-gram weight, length
+  """With decode.dag_beam_grid, validation decodes at each (n-gram weight, length
   normalisation) and reports the best BLEU, computed here from the same hypotheses, with its
   setting (the first one on a tie); without a grid, the one fixed setting and no choice."""
   from padir.evaluation import metrics, translation
@@ -442,12 +443,13 @@ def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeyp
   }
   asked = []
 
-  def fake_translate(model, tok, sources, key, *, dag_lm_weight, dag_length_norm, **kw):
-    asked.append((dag_lm_weight, dag_length_norm))
-    return made[(dag_lm_weight, dag_length_norm)]
+  def fake_grid(model, tok, sources, settings, **kw):  # every setting from one pass
+    asked.extend(settings)
+    return [made[s] for s in settings]
 
-  monkeypatch.setattr(translation, "translate", fake_translate)
+  monkeypatch.setattr(translation, "translate_dag_grid", fake_grid)
   monkeypatch.setattr(translation, "validation_lm", lambda config, tok: None)
+  model = types.SimpleNamespace(cfg=types.SimpleNamespace(dag_upsample=2))
   source = [{"source": s.encode(), "target": r.encode()} for s, r in zip(["x", "y", "z"], refs)]
   config = ml_collections.ConfigDict(
     {
@@ -466,7 +468,7 @@ def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeyp
       },
     }
   )
-  record = translation.validation_translation(None, source, None, config)
+  record = translation.validation_translation(model, source, None, config)
   assert asked == [(1.5, 1.5), (1.0, 1.0), (0.5, 0.5)]
   assert (
     record["valid_bleu"]
@@ -475,7 +477,7 @@ def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeyp
   )
   assert (record["valid_dag_lm_weight"], record["valid_dag_length_norm"]) == (1.0, 1.0)
   config.decode.dag_beam_grid = ""
-  record = translation.validation_translation(None, source, None, config)
+  record = translation.validation_translation(model, source, None, config)
   assert asked[-1] == (0.0, 2.0) and "valid_dag_lm_weight" not in record
   assert record["valid_bleu"] == metrics.bleu(made[(0.0, 2.0)], refs, "cx").score
 
@@ -577,6 +579,38 @@ def test_the_decoder_interface_gives_the_n_gram_beam_its_tables(norm):
     )
     got = decoders.decode_fn(model, d)(inputs, jax.random.key(0))[0]
     assert np.asarray(got).tolist() == np.asarray(want["tokens"]).tolist()
+
+
+def test_a_grid_of_beam_settings_from_one_pass_equals_each_setting_decoded_alone():
+  """padir.decoding.dag.decode_grid (the graph once, a beam per setting) gives each setting's
+  tokens of dag.decode's beam, and translate_dag_grid each setting's translations of
+  `translate` (5 sources in batches of 2: a last batch filled up)."""
+  from padir.evaluation import translation
+
+  model, inputs = _interface_model_and_inputs()
+  lm = ngram.build([[5, 6, 3], [6, 6], [7, 5, 5, 6]], model.cfg.vocab_size, order=2)
+  settings = [(0.0, 0.0), (2.0, 1.5), (0.5, 0.5), (2.0, 0.0)]
+  got = dag_decoding.decode_grid(
+    model, inputs, [w for w, _ in settings], [b for _, b in settings], lm=lm.tables()
+  )
+  for (w, b), tokens in zip(settings, np.asarray(got)):
+    want = dag_decoding.decode(model, inputs, "beam", lm=lm.tables(), lm_weight=w, length_norm=b)
+    assert tokens.tolist() == np.asarray(want["tokens"]).tolist(), (w, b)
+  words = types.SimpleNamespace(  # a tokenizer of numerals: "5 7 9" <-> [5, 7, 9]
+    encode=lambda text: [int(x) for x in text.split()],
+    decode=lambda ids: " ".join(str(i) for i in ids if i >= tok.NUM_SPECIAL),
+  )
+  sources = [" ".join(map(str, row[row >= tok.NUM_SPECIAL])) for row in np.asarray(inputs)[:5]]
+  by_setting = translation.translate_dag_grid(
+    model, words, sources, settings, batch_size=2, dag_lm=lm
+  )
+  for (w, b), hyps in zip(settings, by_setting):
+    alone = translation.translate(
+      model, words, sources, jax.random.key(0), batch_size=2, dag_decoder="beam", dag_lm=lm,
+      dag_lm_weight=w, dag_length_norm=b,
+    )  # fmt: skip
+    assert hyps == alone and len(hyps) == 5, (w, b)
+  assert len({tuple(h) for h in by_setting}) > 1  # the settings disagree somewhere
 
 
 def test_the_decoder_interface_refuses_other_kinds_and_names_the_dag_decoders():
