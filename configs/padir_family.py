@@ -52,6 +52,10 @@ running) the held-aside mirror DAG took 0.75 s a step and 41m41s in all (its cor
 side-by-side run's at every evaluation (the same seed, the same weights, under any load). * osv_clause
 (2026-11-28) ran on a slower machine of the same kind (a quiet AR step 1.0 s), AR and DAG side
 by side: by its quiet step times about 60 and 75 minutes alone there, over the 60-minute budget.
+sov_long (30-40 words; 2026-11-30, `--models ar,dag --dag-glancing 0.5:0.3 --tasks sov_long`):
+both to the 4,000-step cap, unconverged; AR greedy 80.04, the DAG (beam 1.0:1.5) 78.05, -1.99
+[-2.89, -1.10]; a quiet step 2.67 s (AR) and 3.38 s (DAG with glancing), so about 3 and 3.8
+hours: over the 60-minute budget on this CPU (a measured ceiling, docs/padir_family.md).
 """
 
 from __future__ import annotations
