@@ -111,10 +111,11 @@ def model_config(
   dag_upsample: float,
   ctc_upsample: float = 2.0,
   dag_glancing: tuple[float, float] = (0.0, 0.0),
+  dag_dropout: float = 0.0,
 ) -> ml_collections.ConfigDict:
   """The training config of a model (module docstring), before the task's data: the one
   configs/padir_family.py gives users."""
-  return padir_family.model_config(name, dag_upsample, ctc_upsample, dag_glancing)
+  return padir_family.model_config(name, dag_upsample, ctc_upsample, dag_glancing, dag_dropout)
 
 
 def glancing_arg(text: str) -> tuple[float, float]:
@@ -184,7 +185,9 @@ def fit_vocabulary(config: ml_collections.ConfigDict):
 def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
-  c = model_config(name, args.dag_upsample, args.ctc_upsample, args.dag_glancing)
+  c = model_config(
+    name, args.dag_upsample, args.ctc_upsample, args.dag_glancing, args.dag_dropout
+  )
   if task in BIBLE:
     on_bible(c, name, task, root)
   else:
@@ -591,6 +594,12 @@ def main(argv=None) -> int:
     type=glancing_arg,
     default=(0.0, 0.0),
     help="the DAG's glancing ratio START:END (annealed), or 0 (the default) for none",
+  )
+  parser.add_argument(
+    "--dag-dropout",
+    type=float,
+    default=0.0,
+    help="the DAG's dropout rate (default 0, the PaDIR configs'; the AR trains with 0.1)",
   )
   parser.add_argument(
     "--dag-lm-order",

@@ -86,10 +86,12 @@ def model_config(
   dag_upsample: float = 2,
   ctc_upsample: float = 2.0,
   dag_glancing: tuple[float, float] = (0.0, 0.0),
+  dag_dropout: float = 0.0,
 ) -> ml_collections.ConfigDict:
   """The training config of a family model (the module docstring), before the task's data;
   dag_glancing: the DAG's glancing ratio at the start and at the end of its anneal ((0, 0), the
-  default: none; the results table's DAG rows of 2026-11-28/29 trained with (0.5, 0.3))."""
+  default: none; the results table's DAG rows of 2026-11-28/29 trained with (0.5, 0.3));
+  dag_dropout: the DAG's dropout rate (0, the PaDIR configs' value; the AR trains with 0.1)."""
   if name == "ar":
     return padir_synthetic_ar.get_config()
   if name == "padir":
@@ -112,6 +114,7 @@ def model_config(
     # annealed to 0.3), and on the held-aside mirror draw -0.79 against -1.01 BLEU behind AR
     # greedy at 0.82x the CPU seconds (docs/padir_family.md, 2026-11-29)
     c.loss.update(glancing_ratio=float(dag_glancing[0]), glancing_ratio_end=float(dag_glancing[1]))
+    c.model.dropout_rate = float(dag_dropout)
     # Validation (and so early stopping) decodes as the translate job does by default: the
     # beam joined by a 5-gram model of the training targets, ranked by score / length^b.
     # Lookahead's BLEU lags it by 7-17 at mid-training (sov, k 2: 78 vs 96 at step 1,000), so

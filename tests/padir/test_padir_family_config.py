@@ -85,3 +85,19 @@ def test_the_dags_glancing_is_a_knob_and_off_skips_its_schedule():
   for bad in ("0.5", "0:0.3", "1.5:0.3", "x"):
     with pytest.raises(argparse.ArgumentTypeError, match="--dag-glancing"):
       family.glancing_arg(bad)
+
+
+def test_the_dags_dropout_is_a_knob_that_leaves_the_other_models_alone():
+  """--dag-dropout sets the DAG's dropout rate only (the AR keeps its 0.1, CTC its 0); the
+  default is the PaDIR configs' 0; a rate outside [0, 1) is refused by the config check in one
+  line naming the key."""
+  family = benchmark_module("padir_family")
+  assert family.model_config("dag", 2, 2.0).model.dropout_rate == 0.0
+  assert padir_family.get_config("sov,dag").model.dropout_rate == 0.0
+  on = family.model_config("dag", 2, 2.0, (0.0, 0.0), 0.1)
+  assert on.model.dropout_rate == 0.1
+  training.validate(on)
+  assert family.model_config("ar", 2, 2.0, (0.0, 0.0), 0.3).model.dropout_rate == 0.1
+  assert family.model_config("ctc", 2, 2.0, (0.0, 0.0), 0.3).model.dropout_rate == 0.0
+  with pytest.raises(ValueError, match="model.dropout_rate"):
+    training.validate(family.model_config("dag", 2, 2.0, (0.0, 0.0), 1.0))
