@@ -5,8 +5,10 @@
 
 Every option of a training run: the PaDIR loss (`num_stages` decoder passes, the length head),
 CTC (the decoder runs over floor(k S) upsampled slots; the cross-attention keys and values
-projected once per step, not per pass), glancing (one more decoder pass, forward only: no
-gradient flows through it), the AR baseline (one causal pass, no length head), and gradient
+projected once per step, not per pass), the DAG (one decoder pass over floor(k S) vertices and
+its link head; the DP over paths and the emissions' gather are no matmuls), the slot or vertex
+positions a batch uses when the loop trims them (`Step.slots`), glancing (one more decoder
+pass, forward only: no gradient flows through it), the AR baseline (one causal pass, no length head), and gradient
 accumulation (K micro-batches of B / K rows: the positional attention's scores, shared by the
 rows of a call, are computed once per micro-batch). A differentiated matmul costs 3x its
 forward (the backward computes the gradients of both operands). Only matmuls are counted:
@@ -35,6 +37,7 @@ class Step:
   num_stages: int = 2
   glancing: bool = False
   grad_accum_steps: int = 1
+  slots: int = 0  # a CTC or DAG batch's slot (vertex) positions (loop.slot_count; 0: all)
 
 
 def _attention(q: int, k: int, D: int) -> int:
@@ -89,6 +92,13 @@ def cross_kv_flops(cfg: model_lib.ModelConfig, S: int) -> int:
   return cfg.num_decoder_layers * 2 * (S + 1) * 2 * cfg.d_model * cfg.d_model
 
 
+def link_flops(cfg: model_lib.ModelConfig, A: int) -> int:
+  """Forward FLOPs of the DAG's link head (padir.model.dag_links) for one row of A vertices:
+  the query and key projections of every head, their scores and the head gate."""
+  D, N = cfg.d_model, cfg.num_heads
+  return 2 * A * D * D * 2 + 2 * A * A * D + 2 * A * D * N
+
+
 def step_flops(cfg: model_lib.ModelConfig, step: Step) -> float:
   """Matmul FLOPs of one optimizer step (module docstring)."""
   K = step.grad_accum_steps
@@ -101,8 +111,17 @@ def step_flops(cfg: model_lib.ModelConfig, step: Step) -> float:
   if cfg.decoder == "ar":  # one teacher-forced pass, no length head
     trained = B * (enc + decoder_flops(cfg, T, S)) + positional_shared_flops(cfg, T)
     return float(K * (3 * trained + 2 * B * loss_flops(cfg, T)))
+  if cfg.dag_upsample:  # one pass over the vertices, the link head; the DP has no matmul
+    A = step.slots or ctc.num_slots(S, cfg.dag_upsample)
+    one_pass = (
+      B * (decoder_flops(cfg, A, S, cross_kv=False) + link_flops(cfg, A))
+      + positional_shared_flops(cfg, A)
+    )
+    trained = B * (enc + cross_kv_flops(cfg, S)) + one_pass
+    glance = one_pass if step.glancing else 0  # forward only
+    return float(K * (3 * trained + glance))
   if cfg.ctc_upsample:
-    A = ctc.num_slots(S, cfg.ctc_upsample)
+    A = step.slots or ctc.num_slots(S, cfg.ctc_upsample)
     one_pass = B * decoder_flops(cfg, A, S, cross_kv=False) + positional_shared_flops(cfg, A)
     trained = B * (enc + cross_kv_flops(cfg, S)) + step.num_stages * one_pass
     losses = step.num_stages * B * loss_flops(cfg, A, labels=T)
@@ -115,9 +134,10 @@ def step_flops(cfg: model_lib.ModelConfig, step: Step) -> float:
   return float(K * (3 * trained + 2 * losses + glance))
 
 
-def run_step(config: Any, inputs_shape: tuple, targets_shape: tuple) -> Step:
+def run_step(config: Any, inputs_shape: tuple, targets_shape: tuple, slots: int = 0) -> Step:
   """The Step of a run config (loss.num_stages, loss.glancing_ratio, train.grad_accum_steps)
-  for a batch of these shapes ([rows, width], or [micro-batches, rows, width])."""
+  for a batch of these shapes ([rows, width], or [micro-batches, rows, width]); slots: the
+  batch's slot (vertex) positions where the loop trims them (loop.slot_count; 0: all)."""
   rows = 1
   for n in targets_shape[:-1]:
     rows *= int(n)
@@ -129,4 +149,5 @@ def run_step(config: Any, inputs_shape: tuple, targets_shape: tuple) -> Step:
     num_stages=int(loss.get("num_stages", 2)),
     glancing=bool(loss.get("glancing_ratio", 0.0)),
     grad_accum_steps=int(config.train.get("grad_accum_steps", 1)),
+    slots=int(slots),
   )

@@ -735,7 +735,9 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     disable=not t.progress_bar or jax.process_index() != 0,
   ) as bar:
     while step < stop_at and not stopped:
-      host_batch = meter.add(next(train_iter))
+      host_batch = next(train_iter)
+      slots = slot_count(config, host_batch)
+      meter.add(host_batch, slots)
       batch = place(host_batch)
       model.train()
       metrics = train_step(
@@ -745,7 +747,7 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
         jax.random.fold_in(base_key, step),
         jax.random.fold_in(dropout_key, step),
         np.int32(step),
-        slots=slot_count(config, host_batch),
+        slots=slots,
       )
       step += 1
       bar.update(1)

@@ -3,7 +3,7 @@ tokens per second, the FLOPs of a step (padir.training.flops, the hand count) an
 devices' peak (gmlm.devices: published per device kind, measured on a CPU).
 
   meter = StepMeter(config, cfg)
-  batch = place(meter.add(next(train_iter)))     # the host batch of each step
+  batch = place(meter.add(host_batch, slots))     # each step's host batch (and its slots)
   record.update(meter.window(seconds))           # at each log: the steps since the last one
 
 The seconds are the training steps' alone (padir.training.loop leaves out the validation and
@@ -46,9 +46,10 @@ class StepMeter:
     self.flops, self.tokens, self.steps = 0.0, 0, 0
     self._shapes: dict[tuple, float] = {}  # (inputs, targets) shape -> FLOPs of a step
 
-  def add(self, batch: dict) -> dict:
-    """Counts one step's batch (host arrays: [rows, width]); returns it unchanged."""
-    shapes = (tuple(np.shape(batch["inputs"])), tuple(np.shape(batch["targets"])))
+  def add(self, batch: dict, slots: int = 0) -> dict:
+    """Counts one step's batch (host arrays: [rows, width]; slots: a CTC or DAG batch's slot
+    positions, loop.slot_count); returns it unchanged."""
+    shapes = (tuple(np.shape(batch["inputs"])), tuple(np.shape(batch["targets"])), slots)
     if shapes not in self._shapes:  # bucketed batches: one count per shape
       step = flops.run_step(self.config, *shapes)
       self._shapes[shapes] = flops.step_flops(self.cfg, step)

@@ -49,9 +49,10 @@ def batch(V: int, rows: int, S: int, T: int) -> dict:
   return {"inputs": jnp.asarray(words(S), jnp.int32), "targets": jnp.asarray(words(T), jnp.int32)}
 
 
-def train_step(cfg: model_lib.ModelConfig, config, accum: int = 1):
+def train_step(cfg: model_lib.ModelConfig, config, accum: int = 1, slots: int = 0):
   """(jitted step(state, batch, key), state): the loop's loss (loop.loss_fn) and an AdaFactor
-  update; with accum = K, the gradients of K micro-batches summed in a lax.scan, one update."""
+  update; with accum = K, the gradients of K micro-batches summed in a lax.scan, one update;
+  slots: a CTC or DAG batch's slot positions, as the loop trims them (0: all)."""
   model = model_lib.Transformer(cfg, rngs=nnx.Rngs(0))
   tx = optax.adafactor(learning_rate=1e-3, multiply_by_parameter_scale=True)
   graphdef, state = nnx.split((model, nnx.Optimizer(model, tx, wrt=nnx.Param)))
@@ -59,7 +60,7 @@ def train_step(cfg: model_lib.ModelConfig, config, accum: int = 1):
   def step(state, batch, key):
     model, opt = nnx.merge(graphdef, state)
     grad = nnx.value_and_grad(
-      lambda m, b: loop.loss_fn(m, b, key, config, jnp.int32(0)), has_aux=True
+      lambda m, b: loop.loss_fn(m, b, key, config, jnp.int32(0), slots), has_aux=True
     )
     if accum == 1:
       (loss, _), grads = grad(model, batch)
@@ -88,6 +89,8 @@ OPTIONS = {
   "ctc k=2": (dict(ctc_upsample=2), run_config()),
   "ctc k=1.5, glancing": (dict(ctc_upsample=1.5), run_config(glancing=0.3)),
   "ar": (dict(decoder="ar"), run_config(num_stages=1)),
+  "dag k=2": (dict(dag_upsample=2), run_config(num_stages=1)),
+  "dag k=2.5, glancing": (dict(dag_upsample=2.5), run_config(num_stages=1, glancing=0.5)),
   "accumulation K=2": (dict(dropout_rate=0.0), run_config(accum=2)),  # no RNG in the scan
 }  # fmt: skip
 
@@ -96,7 +99,8 @@ OPTIONS = {
 def test_hand_count_is_the_step_s_matmuls_and_the_lowered_module_s_flops(name):
   over, config = OPTIONS[name]
   cfg = model_lib.ModelConfig(**{**BASE, **over})
-  src = S // 2 if cfg.ctc_upsample else S  # CTC: k x the source's slots cover the target
+  # CTC, the DAG: k x the source's slots cover the target
+  src = S // 2 if cfg.ctc_upsample or cfg.dag_upsample else S
   b = batch(cfg.vocab_size, B, src, T)
   accum = config.train.grad_accum_steps
   step, state = train_step(cfg, config, accum)
@@ -121,3 +125,24 @@ def test_options_change_the_count_as_their_passes_say():
   assert step(grad_accum_steps=4) - step() == pytest.approx(3 * shared)
   with pytest.raises(ValueError, match="grad_accum_steps=3"):
     step(grad_accum_steps=3)
+
+
+@pytest.mark.parametrize("upsample", ["ctc_upsample", "dag_upsample"])
+def test_a_batch_whose_slots_the_loop_trims_is_counted_over_those_slots(upsample):
+  """The loop runs a CTC or DAG batch's decoder over the slot positions its rows use
+  (loop.slot_count, a multiple of train.slot_bucket): the count of a trimmed step is its
+  jaxpr's matmuls, fewer than the full width's."""
+  cfg = model_lib.ModelConfig(**{**BASE, upsample: 2})
+  config = run_config(num_stages=1)
+  b = batch(cfg.vocab_size, B, S // 2, T)
+  b["inputs"] = b["inputs"].at[:, 12:].set(tok_lib.PAD_ID)  # 12 source tokens: 24 of 32 slots
+  config.train.slot_bucket = 8
+  config.model = dict(**{upsample: 2})
+  slots = loop.slot_count(config, jax.tree.map(np.asarray, b))
+  assert slots == 24
+  step, state = train_step(cfg, config, slots=slots)
+  hand = flops.step_flops(cfg, flops.run_step(config, b["inputs"].shape, b["targets"].shape, slots))
+  key = jax.random.key(0)
+  assert lowering.matmul_flops(step, state, b, key) == pytest.approx(hand, rel=1e-4)
+  full = flops.step_flops(cfg, flops.run_step(config, b["inputs"].shape, b["targets"].shape))
+  assert hand < full
