@@ -14,8 +14,9 @@ the DAG's marginal, the n-gram automaton for P_lm):
   reference and the n-gram term or the length normalisation turned it;
 - model: the DAG prefers y* too: a decoder cannot mend it, training must.
 A tie (within TOLERANCE nats) is not a search error. CLI: `python -m padir.evaluation.dag_search
---run DIR [--step N] [--beam-sizes 5,20]`, one row per beam width over a split of the run's
-corpus, with the n-gram model and (w, b) the run's validation chose at that checkpoint, then
+--run DIR [--step N] [--split test|valid|train] [--limit N] [--beam-sizes 5,20]`, one row per
+beam width over a split of the run's corpus (train: whether a wrong translation is a failure
+to generalise or to learn), with the n-gram model and (w, b) the run's validation chose at that checkpoint, then
 the share wrong by how much of its graph the reference fills, M / n_v (`by_fill`). Two
 remedies can be tried on the same table: `--oracle-length` (the beam finishes translations of
 the reference's length only: what a perfect length model would mend) and `--average K` (the
@@ -269,7 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--run", required=True, help="a trained DAG model's run directory")
   p.add_argument("--step", type=int, default=None, help="its checkpoint (default: the last)")
-  p.add_argument("--split", default="test", help="the corpus split: test or valid")
+  p.add_argument(
+    "--split",
+    default="test",
+    help="the corpus split: test, valid, or train (the sentences it learnt from: is a wrong "
+    "translation a failure to generalise?)",
+  )
   p.add_argument("--beam-sizes", default=str(dag_decoding.BEAM_SIZE), help="'5,20': a row each")
   p.add_argument("--limit", type=int, default=0, help="the first N pairs only (0: all)")
   p.add_argument(
@@ -292,8 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.error(f"--beam-sizes {args.beam_sizes!r}: each width >= 1, e.g. '5,20'")
   if args.average < 1:
     p.error(f"--average {args.average}: a count of checkpoints >= 1, e.g. 3")
-  if args.split not in ("test", "valid"):
-    p.error(f"--split {args.split!r}: test or valid")
+  if args.split not in ("test", "valid", "train"):
+    p.error(f"--split {args.split!r}: test, valid or train")
   if not restore.checkpoint_steps(args.run):
     p.error(f"--run {args.run!r}: no checkpoint there; give a trained run's directory")
   steps = restore.checkpoint_steps(args.run)

@@ -164,7 +164,7 @@ def test_an_infeasible_reference_is_its_own_class():
   [
     (["--run", "nowhere", "--beam-sizes", "5,x"], "--beam-sizes '5,x'"),
     (["--run", "nowhere", "--beam-sizes", "0"], "--beam-sizes '0'"),
-    (["--run", "nowhere", "--split", "train"], "--split 'train'"),
+    (["--run", "nowhere", "--split", "dev"], "--split 'dev'"),
     (["--run", "nowhere"], "--run 'nowhere': no checkpoint"),
     (["--run", "nowhere", "--average", "0"], "--average 0"),
   ],
@@ -221,6 +221,12 @@ def test_the_cli_attributes_every_wrong_translation_of_a_trained_run(toy_corpus,
     assert abs(wrong - sum(parts)) <= 0.3
   fill = [r for r in rows if r[0].strip().startswith(("[", ">="))]
   assert sum(int(r[1]) for r in fill) == 16  # toy_corpus's test split
+  # the training split too (does the model err on what it learnt from?), cut by --limit
+  assert dag_search.main(["--run", str(tmp_path / "dag"), "--split", "train", "--limit", "5"]) == 0
+  out = capsys.readouterr().out
+  assert "train (5 pairs)" in out
+  fill = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith(("| [", "| >="))]
+  assert sum(int(r[1]) for r in fill) == 5
   model, tok, config = restore.load_model(str(tmp_path / "dag"))
   d = config.data
   pairs = corpus.read_split(d.corpus_dir, "test", d.source_lang, d.target_lang)
