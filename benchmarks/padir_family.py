@@ -185,9 +185,7 @@ def fit_vocabulary(config: ml_collections.ConfigDict):
 def run_config(
   name: str, task: str, root: str, args: argparse.Namespace
 ) -> ml_collections.ConfigDict:
-  c = model_config(
-    name, args.dag_upsample, args.ctc_upsample, args.dag_glancing, args.dag_dropout
-  )
+  c = model_config(name, args.dag_upsample, args.ctc_upsample, args.dag_glancing, args.dag_dropout)
   if task in BIBLE:
     on_bible(c, name, task, root)
   else:

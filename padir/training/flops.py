@@ -113,10 +113,9 @@ def step_flops(cfg: model_lib.ModelConfig, step: Step) -> float:
     return float(K * (3 * trained + 2 * B * loss_flops(cfg, T)))
   if cfg.dag_upsample:  # one pass over the vertices, the link head; the DP has no matmul
     A = step.slots or ctc.num_slots(S, cfg.dag_upsample)
-    one_pass = (
-      B * (decoder_flops(cfg, A, S, cross_kv=False) + link_flops(cfg, A))
-      + positional_shared_flops(cfg, A)
-    )
+    one_pass = B * (
+      decoder_flops(cfg, A, S, cross_kv=False) + link_flops(cfg, A)
+    ) + positional_shared_flops(cfg, A)
     trained = B * (enc + cross_kv_flops(cfg, S)) + one_pass
     glance = one_pass if step.glancing else 0  # forward only
     return float(K * (3 * trained + glance))
