@@ -21,7 +21,7 @@ gain over 0.2, at 4,000 steps at most.
 Results, the DAG trained with glancing 0.5 -> 0.3 (`python benchmarks/padir_family.py --workdir
 runs/padir_family --patience 3 --steps 4000 --models ar,dag --dag-glancing 0.5:0.3 --tasks
 sov,mirror`, and `--tasks vso --grammar-seed 1`; without glancing, the default since: the last
-two rows; test split, 1,024 pairs, against AR greedy with the paired bootstrap; 2 cores shared with one to three other
+four rows (`--tasks vos_fertile` on 2026-12-01, each model alone); test split, 1,024 pairs, against AR greedy with the paired bootstrap; 2 cores shared with one to three other
 jobs, 2026-11-28; `--tasks mirror --grammar-seed 1` on 2026-11-29, AR and DAG side by side,
 nothing else running; the other tasks: docs/padir_family.md):
 
@@ -40,6 +40,8 @@ nothing else running; the other tasks: docs/padir_family.md):
 | sov | ctc | 4,000 (the cap) | 98.74 | -1.19 [-1.59, -0.82] | 9,751 | (2026-11-27) |
 | sov | dag, no glancing (beam 1.5:1.5) | 2,500 (early stop) | 99.79 | (test BLEU only) | | |
 | mirror, held aside | dag, no glancing (beam 0.5:1.0) | 2,750 (early stop) | 99.19 | -0.79 [-1.15, -0.46] | 3,784 | 59 min |
+| vos_fertile | ar (2026-12-01, quiet) | 4,000 (the cap) | 99.21 | reference | 4,157 | 38 min |
+| vos_fertile | dag, no glancing (beam 0.5:1.0) | 3,250 (early stop) | 98.32 | -0.89 [-1.35, -0.45] | 4,525 | 46 min |
 
 The DAG rows decode with the translate job's default for a DAG run: `python sample.py --config
 configs/padir_translate.py --config.checkpoint=DIR` (DA-Transformer's beam joined by a 5-gram
