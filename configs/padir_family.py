@@ -116,7 +116,7 @@ def model_config(
     # annealed to 0.3), and on the held-aside mirror draw -0.79 against -1.01 BLEU behind AR
     # greedy at 0.82x the CPU seconds (docs/padir_family.md, 2026-11-29)
     c.loss.update(glancing_ratio=float(dag_glancing[0]), glancing_ratio_end=float(dag_glancing[1]))
-    c.model.dropout_rate = float(dag_dropout)
+    c.model.dropout_rate = float(dag_dropout)  # 0 by default: the PaDIR configs train without
     # Validation (and so early stopping) decodes as the translate job does by default: the
     # beam joined by a 5-gram model of the training targets, ranked by score / length^b.
     # Lookahead's BLEU lags it by 7-17 at mid-training (sov, k 2: 78 vs 96 at step 1,000), so
