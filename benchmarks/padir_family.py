@@ -26,7 +26,8 @@ steps), then translates the test split:
   ratio per batch (--ctc-upsample, default 2, -> at most 3 or that + 1 slots per source token),
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
-  no glancing by default (--dag-glancing 0.5:0.3: on the best path, annealed), validated (so early-stopped) by the beam search over
+  no glancing by default (--dag-glancing 0.5:0.3: on the best path, annealed), no dropout
+  (--dag-dropout 0.1: the AR's rate), validated (so early-stopped) by the beam search over
   translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
   order --dag-lm-order, default 5), finished translations ranked by their score divided by
   their length to a power; the n-gram weight and that power chosen at every validation from
