@@ -44,7 +44,7 @@ class StepMeter:
   def __init__(self, config: Any, cfg: model_lib.ModelConfig):
     self.config, self.cfg = config, cfg
     self.flops, self.tokens, self.steps = 0.0, 0, 0
-    self._shapes: dict[tuple, float] = {}  # (inputs, targets) shape -> FLOPs of a step
+    self._shapes: dict[tuple, float] = {}  # (inputs, targets shape, slots) -> a step's FLOPs
 
   def add(self, batch: dict, slots: int = 0) -> dict:
     """Counts one step's batch (host arrays: [rows, width]; slots: a CTC or DAG batch's slot

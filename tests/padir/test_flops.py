@@ -137,7 +137,7 @@ def test_a_batch_whose_slots_the_loop_trims_is_counted_over_those_slots(upsample
   b = batch(cfg.vocab_size, B, S // 2, T)
   b["inputs"] = b["inputs"].at[:, 12:].set(tok_lib.PAD_ID)  # 12 source tokens: 24 of 32 slots
   config.train.slot_bucket = 8
-  config.model = dict(**{upsample: 2})
+  config.model = {upsample: 2}
   slots = loop.slot_count(config, jax.tree.map(np.asarray, b))
   assert slots == 24
   step, state = train_step(cfg, config, slots=slots)
