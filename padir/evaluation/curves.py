@@ -16,6 +16,13 @@ wall_seconds, padir.training.throughput.RunClock: every leg's time, its start-up
 killed leg's steps past its last checkpoint once; not the time between legs); for a run begun
 before the clock (2026-11-30), the sum of the logged intervals up to it (each log_every /
 steps_per_second).
+
+    python -m padir.evaluation.curves --cpu runs/padir_family/vos_fertile/ar \
+        runs/padir_family/vos_fertile/dag --labels "AR,DAG" --out vos_fertile_cpu.png
+
+`--cpu`: the same against the runs' CPU minutes (user + system, every leg: the records'
+cpu_seconds), the axis of a PaDIR model's "no more training CPU than the AR"; a run without that
+clock on every record is refused.
 """
 
 from __future__ import annotations
@@ -71,10 +78,35 @@ def wall_clock_minutes(
   return out
 
 
-def bleu_by_minutes(workdir: str) -> list[tuple[float, float]]:
-  """(wall-clock minutes, validation BLEU) of each evaluation of a run that translated."""
+def cpu_minutes(
+  train: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], workdir: str = "the run"
+) -> dict[int, float]:
+  """{step: CPU minutes (user + system, every leg) the run had spent} at each record, from the
+  clock the records carry; a run without it on every record (begun before the clock) has none."""
+  missing = [r["step"] for r in [*train, *evals] if CPU not in r]
+  if missing:
+    raise ValueError(
+      f"{workdir}: {len(missing)} records (the first at step {missing[0]}) carry no {CPU}: "
+      "the run predates the run clock; plot it against wall-clock minutes (--minutes) instead"
+    )
+  return {r["step"]: r[CPU] / 60.0 for r in [*train, *evals]}
+
+
+def clock_minutes(workdir: str, clock: str = WALL) -> dict[int, float]:
+  """{step: minutes} of a run by its wall clock (WALL) or its CPU seconds (CPU)."""
   train, evals = read_metrics(workdir)
-  minutes = wall_clock_minutes(train, evals)
+  if clock == CPU:
+    return cpu_minutes(train, evals, workdir)
+  if clock != WALL:
+    raise ValueError(f"clock={clock!r}: must be {WALL!r} or {CPU!r}")
+  return wall_clock_minutes(train, evals)
+
+
+def bleu_by_minutes(workdir: str, clock: str = WALL) -> list[tuple[float, float]]:
+  """(minutes, validation BLEU) of each evaluation of a run that translated: wall-clock
+  minutes, or with clock=CPU the run's CPU minutes (the axis of "at the AR's CPU")."""
+  _, evals = read_metrics(workdir)
+  minutes = clock_minutes(workdir, clock)
   return [
     (minutes[r["step"]], r["valid_bleu"])
     for r in evals
@@ -82,8 +114,10 @@ def bleu_by_minutes(workdir: str) -> list[tuple[float, float]]:
   ]
 
 
-def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None):
-  """Validation BLEU and length accuracy (exact, within 2) against wall-clock minutes."""
+def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None, clock: str = WALL):
+  """Validation BLEU and length accuracy (exact, within 2) against wall-clock minutes, or the
+  runs' CPU minutes (clock=CPU). Where no run records a length accuracy (AR, CTC, DAG), the
+  second panel is the BLEU curves' top 10 points instead, where "within 1 BLEU" can be seen."""
   import matplotlib
 
   matplotlib.use("Agg")
@@ -91,30 +125,35 @@ def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None)
 
   labels = list(labels or [os.path.basename(os.path.normpath(w)) for w in workdirs])
   fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+  curves, lengths = [], []
   for workdir, label in zip(workdirs, labels):
-    points = bleu_by_minutes(workdir)
+    points = bleu_by_minutes(workdir, clock)
     # One colour per run in both panels (the length panel skips runs without a length metric).
     (bleu_line,) = axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
-    color = bleu_line.get_color()
-    train, evals = read_metrics(workdir)
-    minutes = wall_clock_minutes(train, evals)
+    curves.append((points, label, bleu_line.get_color()))
+    _, evals = read_metrics(workdir)
+    minutes = clock_minutes(workdir, clock)
     ev = [r for r in evals if "valid_length_accuracy" in r and r["step"] in minutes]
     if ev:
-      x = [minutes[r["step"]] for r in ev]
-      axes[1].plot(
-        x, [r["valid_length_accuracy"] for r in ev], "o-", color=color, label=f"{label} exact"
-      )
-      if "valid_length_within2" in ev[0]:
-        axes[1].plot(
-          x,
-          [r["valid_length_within2"] for r in ev],
-          "s--",
-          color=color,
-          label=f"{label} within 2",
-        )
-  for ax, title in zip(axes, ("validation BLEU", "validation length accuracy")):
+      lengths.append((ev, minutes, label, bleu_line.get_color()))
+  for ev, minutes, label, color in lengths:
+    x = [minutes[r["step"]] for r in ev]
+    axes[1].plot(
+      x, [r["valid_length_accuracy"] for r in ev], "o-", color=color, label=f"{label} exact"
+    )
+    if "valid_length_within2" in ev[0]:
+      x2 = [r["valid_length_within2"] for r in ev]
+      axes[1].plot(x, x2, "s--", color=color, label=f"{label} within 2")
+  titles = ["validation BLEU", "validation length accuracy"]
+  if not lengths:
+    top = max((b for points, _, _ in curves for _, b in points), default=100.0)
+    for points, label, color in curves:
+      axes[1].plot([m for m, _ in points], [b for _, b in points], "o-", color=color, label=label)
+    axes[1].set_ylim(top - 10.0, top + 0.5)
+    titles[1] = "validation BLEU, the top 10 points"
+  for ax, title in zip(axes, titles):
     ax.set_title(title)
-    ax.set_xlabel("wall-clock minutes")
+    ax.set_xlabel("CPU minutes (user + system)" if clock == CPU else "wall-clock minutes")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   fig.tight_layout()
@@ -151,10 +190,12 @@ def plot(
   out_path: str,
   labels: Sequence[str] | None = None,
   minutes: bool = False,
+  clock: str = WALL,
 ) -> str:
+  """The step figure, or with minutes=True BLEU against minutes of the clock (WALL or CPU)."""
   import matplotlib.pyplot as plt
 
-  fig = (minutes_figure if minutes else figure)(workdirs, labels)
+  fig = minutes_figure(workdirs, labels, clock) if minutes else figure(workdirs, labels)
   fig.savefig(out_path, dpi=100)
   plt.close(fig)
   return out_path
@@ -226,8 +267,21 @@ def main() -> None:
   p.add_argument("--out", default="curves.png")
   p.add_argument("--reports", action="store_true", help="also write each run's report.md")
   p.add_argument("--minutes", action="store_true", help="BLEU against wall-clock minutes")
+  p.add_argument(
+    "--cpu", action="store_true", help="BLEU against the runs' CPU minutes (user + system)"
+  )
+  p.add_argument("--labels", default="", help="comma-separated, one per run (default: the dirs)")
   a = p.parse_args()
-  print(plot(a.workdirs, a.out, minutes=a.minutes))
+  labels = a.labels.split(",") if a.labels else None
+  if labels and len(labels) != len(a.workdirs):
+    p.error(
+      f"--labels={a.labels!r}: {len(labels)} labels for {len(a.workdirs)} runs; give one a run"
+    )
+  try:
+    out = plot(a.workdirs, a.out, labels, minutes=a.minutes or a.cpu, clock=CPU if a.cpu else WALL)
+  except (ValueError, FileNotFoundError) as e:
+    p.error(str(e))
+  print(out)
   for w in a.workdirs:
     if a.reports:
       write_report(RunDir(w))

@@ -393,3 +393,45 @@ def test_bleu_against_wall_clock_minutes_sums_the_logged_intervals(tmp_path):
     r["wall_seconds"] = float(wall)
   (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
   np.testing.assert_allclose(curves.bleu_by_minutes(str(tmp_path)), [(330 / 60, 7), (460 / 60, 9)])
+
+
+def test_bleu_against_cpu_minutes_reads_the_run_clocks_cpu_seconds_and_refuses_a_run_without(
+  tmp_path,
+):
+  """The CPU axis (the issue's "no more training CPU than the AR") is the records' own
+  cpu_seconds, each evaluation at its record's, never the wall clock; a run whose records lack
+  it (begun before the clock) is refused with a line naming the first such step."""
+  import json
+  import subprocess
+  import sys
+
+  from padir.evaluation import curves
+
+  records = [
+    {"step": 100, "train_loss": 5.0, "steps_per_second": 2.0, "wall_seconds": 50.0},
+    {"step": 200, "train_loss": 4.0, "steps_per_second": 0.5, "wall_seconds": 300.0},
+    {"step": 200, "valid_loss": 3.0, "valid_bleu": 7.0, "wall_seconds": 330.0},
+    {"step": 300, "train_loss": 3.5, "steps_per_second": 1.0, "wall_seconds": 430.0},
+    {"step": 300, "valid_loss": 2.0, "valid_bleu": 9.0, "wall_seconds": 460.0},
+  ]
+  for r, cpu in zip(records, (90, 540, 600, 780, 840)):  # ~1.8 cores busy: not the wall clock
+    r["cpu_seconds"] = float(cpu)
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  np.testing.assert_allclose(
+    curves.bleu_by_minutes(str(tmp_path), curves.CPU), [(600 / 60, 7), (840 / 60, 9)]
+  )
+  np.testing.assert_allclose(curves.bleu_by_minutes(str(tmp_path)), [(330 / 60, 7), (460 / 60, 9)])
+  out = curves.plot([str(tmp_path)], str(tmp_path / "cpu.png"), minutes=True, clock=curves.CPU)
+  assert os.path.getsize(out) > 1000
+  with pytest.raises(ValueError, match="clock='gpu'"):
+    curves.clock_minutes(str(tmp_path), "gpu")
+  del records[3]["cpu_seconds"]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  with pytest.raises(ValueError, match=r"1 records \(the first at step 300\) carry no cpu_seconds"):
+    curves.bleu_by_minutes(str(tmp_path), curves.CPU)
+  cli = [sys.executable, "-m", "padir.evaluation.curves", "--cpu", str(tmp_path)]
+  done = subprocess.run([*cli, "--out", str(tmp_path / "x.png")], capture_output=True, text=True)
+  assert done.returncode == 2 and "carry no cpu_seconds" in done.stderr.strip().splitlines()[-1]
+  assert not (tmp_path / "x.png").exists()
+  done = subprocess.run([*cli, "--labels", "a,b"], capture_output=True, text=True)
+  assert done.returncode == 2 and "--labels='a,b': 2 labels for 1 runs" in done.stderr
