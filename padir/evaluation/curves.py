@@ -92,26 +92,32 @@ def cpu_minutes(
   return {r["step"]: r[CPU] / 60.0 for r in [*train, *evals]}
 
 
-def clock_minutes(workdir: str, clock: str = WALL) -> dict[int, float]:
-  """{step: minutes} of a run by its wall clock (WALL) or its CPU seconds (CPU)."""
+def timed_evaluations(
+  workdir: str, clock: str = WALL
+) -> tuple[list[dict[str, Any]], dict[int, float]]:
+  """(evaluation records, {step: minutes}) of a run, its metrics read once: minutes by its wall
+  clock (WALL) or its CPU seconds (CPU)."""
   train, evals = read_metrics(workdir)
   if clock == CPU:
-    return cpu_minutes(train, evals, workdir)
+    return evals, cpu_minutes(train, evals, workdir)
   if clock != WALL:
     raise ValueError(f"clock={clock!r}: must be {WALL!r} or {CPU!r}")
-  return wall_clock_minutes(train, evals)
+  return evals, wall_clock_minutes(train, evals)
 
 
-def bleu_by_minutes(workdir: str, clock: str = WALL) -> list[tuple[float, float]]:
-  """(minutes, validation BLEU) of each evaluation of a run that translated: wall-clock
-  minutes, or with clock=CPU the run's CPU minutes (the axis of "at the AR's CPU")."""
-  _, evals = read_metrics(workdir)
-  minutes = clock_minutes(workdir, clock)
+def bleu_points(evals: Sequence[dict[str, Any]], minutes: dict[int, float]):
+  """(minutes, validation BLEU) of each evaluation that translated."""
   return [
     (minutes[r["step"]], r["valid_bleu"])
     for r in evals
     if "valid_bleu" in r and r["step"] in minutes
   ]
+
+
+def bleu_by_minutes(workdir: str, clock: str = WALL) -> list[tuple[float, float]]:
+  """(minutes, validation BLEU) of each evaluation of a run that translated: wall-clock
+  minutes, or with clock=CPU the run's CPU minutes (the axis of "at the AR's CPU")."""
+  return bleu_points(*timed_evaluations(workdir, clock))
 
 
 def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None, clock: str = WALL):
@@ -127,12 +133,11 @@ def minutes_figure(workdirs: Sequence[str], labels: Sequence[str] | None = None,
   fig, axes = plt.subplots(1, 2, figsize=(12, 4))
   curves, lengths = [], []
   for workdir, label in zip(workdirs, labels):
-    points = bleu_by_minutes(workdir, clock)
+    evals, minutes = timed_evaluations(workdir, clock)
+    points = bleu_points(evals, minutes)
     # One colour per run in both panels (the length panel skips runs without a length metric).
     (bleu_line,) = axes[0].plot([m for m, _ in points], [b for _, b in points], "o-", label=label)
     curves.append((points, label, bleu_line.get_color()))
-    _, evals = read_metrics(workdir)
-    minutes = clock_minutes(workdir, clock)
     ev = [r for r in evals if "valid_length_accuracy" in r and r["step"] in minutes]
     if ev:
       lengths.append((ev, minutes, label, bleu_line.get_color()))

@@ -424,7 +424,7 @@ def test_bleu_against_cpu_minutes_reads_the_run_clocks_cpu_seconds_and_refuses_a
   out = curves.plot([str(tmp_path)], str(tmp_path / "cpu.png"), minutes=True, clock=curves.CPU)
   assert os.path.getsize(out) > 1000
   with pytest.raises(ValueError, match="clock='gpu'"):
-    curves.clock_minutes(str(tmp_path), "gpu")
+    curves.timed_evaluations(str(tmp_path), "gpu")
   del records[3]["cpu_seconds"]
   (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
   with pytest.raises(ValueError, match=r"1 records \(the first at step 300\) carry no cpu_seconds"):
