@@ -73,12 +73,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import ml_collections  # noqa: E402
 
-from configs import (  # noqa: E402
-  padir_bible_en_es_ar,
-  padir_bible_en_es_distill,
-  padir_bible_es_en_ar,
-  padir_family,
-)
+from configs import padir_bible_en_es_distill, padir_family  # noqa: E402
 from gmlm.runs import markdown_table  # noqa: E402
 from padir.data import bible, grammar, vocab  # noqa: E402
 from padir.data import corpus as data  # noqa: E402
@@ -91,9 +86,9 @@ from padir.training import loop as training  # noqa: E402
 
 MODELS = padir_family.MODELS
 # The Bible pair, a task each way (--bible): the AR teacher's config of each direction gives the
-# backbone, data and optimizer of every model on it.
-BIBLE = {"bible_en_es": padir_bible_en_es_ar, "bible_es_en": padir_bible_es_en_ar}
-BIBLE_BUCKETS = (24, 32, 40, 48, 56)  # batches by length (configs/padir_bible_en_es_ctc_distill.py)
+# backbone, data and optimizer of every model on it (configs/padir_family.py).
+BIBLE = padir_family.BIBLE
+BIBLE_BUCKETS = padir_family.BIBLE_BUCKETS
 TIMING = "family_timing.json"
 HEADER = [
   "task",
@@ -241,16 +236,11 @@ def run_config(
 
 
 def on_bible(c: ml_collections.ConfigDict, name: str, task: str, root: str) -> None:
-  """A family model's config (in place) on a Bible task: the Bible AR config's data (the corpus
-  under root/data/TASK, written there once), backbone, batch and optimizer, batches by length."""
-  b = BIBLE[task].get_config()
-  c.data = ml_collections.ConfigDict(b.data.to_dict())
-  c.data.update(corpus_dir=os.path.join(root, "data", task), bucket_boundaries=BIBLE_BUCKETS)
-  keys = ("num_encoder_layers", "num_decoder_layers", "num_heads", "d_model", "d_ff")
-  c.model.update({k: b.model[k] for k in keys}, dropout_rate=b.model.dropout_rate)
-  keys = ("batch_size", "eval_batches", "peak_lr", "min_lr", "warmup_steps")
-  c.train.update({k: b.train[k] for k in keys})
-  c.decode.batch_size = b.decode.batch_size
+  """A family model's config (in place) on a Bible task: configs/padir_family.py's (the Bible
+  AR config's data, backbone, batch and optimizer, batches by length), the corpus under
+  root/data/TASK, written there once."""
+  del name  # (every model the same)
+  padir_family.on_bible(c, task, os.path.join(root, "data", task))
   bible.prepare_if_missing(c.data.corpus_dir, c.data.source_lang, c.data.target_lang)
 
 

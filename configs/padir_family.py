@@ -5,7 +5,8 @@ as benchmarks/padir_family.py trains it. The parameter after the colon is TASK,M
 
 (without a parameter: sov,ar, the reference).
 
-TASK: sov, vso, mirror, osv_clause, vos_fertile, sov_long. MODEL: ar (configs/padir_synthetic_ar
+TASK: sov, vso, mirror, osv_clause, vos_fertile, sov_long, or a direction of the Bible pair
+(below). MODEL: ar (configs/padir_synthetic_ar
 .py, greedy), padir (configs/padir_synthetic.py, the paper's refinement), ctc (padir_synthetic_
 ctc with glancing 0.5 -> 0.3 on the best alignment and a ratio per batch, 2 -> at most 3 slots
 per source token) or dag (DA-Transformer's directed acyclic decoder, 2 vertices per source
@@ -58,13 +59,38 @@ sov_long (30-40 words; 2026-11-30, `--models ar,dag --dag-glancing 0.5:0.3 --tas
 both to the 4,000-step cap, unconverged; AR greedy 80.04, the DAG (beam 1.0:1.5) 78.05, -1.99
 [-2.89, -1.10]; a quiet step 2.67 s (AR) and 3.38 s (DAG with glancing), so about 3 and 3.8
 hours: over the 60-minute budget on this CPU (a measured ceiling, docs/padir_family.md).
+
+The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
+config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
+an 8k vocabulary), batch and optimizer, batches by length; the AR to its early stop (8,000
+steps at most), and the PaDIR models as students of it (padir.jobs.distill: its 2-beam
+translations of the training sources, made once to data/TASK_family_distilled, and its weights
+as their start; 3,000 steps at most):
+
+    python train.py --config configs/padir_family.py:bible_en_es,ar --workdir runs/family_bible_en_es_ar
+    python train.py --config configs/padir_family.py:bible_en_es,dag --workdir runs/family_bible_en_es_dag
+
+(another teacher: --config.distill.teacher_workdir=DIR --config.init_from=DIR). Result
+(2026-12-01, quiet, benchmarks/padir_family.py with these configs, docs/padir_family.md): the AR
+stopped early at 5,000 steps, test BLEU 19.26 greedy (680 pairs), 47 min, 5,159 CPU s; its
+translations 8 min (803 CPU s); the DAG student to its 3,000-step cap, 19.10 with its 5-gram
+beam (0.5:1.0), -0.16 [-0.85, +0.58] against the AR, 62 min, 6,468 CPU s (1.25x): with the
+translations 70 minutes, over the 60-minute budget (at its step-2,250 checkpoint, 47 min,
+-0.48 [-1.22, +0.25]).
 """
 
 from __future__ import annotations
 
 import ml_collections
 
-from configs import padir_synthetic, padir_synthetic_ar, padir_synthetic_ctc
+from configs import (
+  padir_bible_en_es_ar,
+  padir_bible_en_es_distill,
+  padir_bible_es_en_ar,
+  padir_synthetic,
+  padir_synthetic_ar,
+  padir_synthetic_ctc,
+)
 
 MODELS = ("ar", "padir", "ctc", "dag")
 # task -> (the SentencePiece size its seed-0 corpus allows, the longest sentence in pieces with
@@ -77,6 +103,15 @@ SIZES = {
   "vos_fertile": (512, 56),
   "sov_long": (271, 136),
 }
+
+
+# The Bible pair, a task each way: the AR teacher's config of each direction gives every model
+# on it its data, backbone, batch and optimizer (the family's models, the Bible's sizes).
+BIBLE = {"bible_en_es": padir_bible_en_es_ar, "bible_es_en": padir_bible_es_en_ar}
+BIBLE_BUCKETS = (24, 32, 40, 48, 56)  # batches by length (configs/padir_bible_en_es_ctc_distill.py)
+# At most this many steps on the Bible: the AR to its early stop (5,000 EN->ES), the students'
+# cap chosen to fit a session (their learning rate annealed over it)
+BIBLE_STEPS = {"ar": 8_000, "student": 3_000}
 
 
 # The DAG beam's settings validation chooses from (n-gram weight : length normalisation).
@@ -133,14 +168,73 @@ def model_config(
   raise ValueError(f"unknown family model {name!r}: one of {', '.join(MODELS)}")
 
 
+def on_bible(c: ml_collections.ConfigDict, task: str, corpus_dir: str) -> None:
+  """A family model's config (in place) on a Bible task: the Bible AR config's data (the corpus
+  in corpus_dir, written there by the first run), backbone, batch and optimizer, batches by
+  length."""
+  b = BIBLE[task].get_config()
+  c.data = ml_collections.ConfigDict(b.data.to_dict())  # the Bible corpus, its 8k vocabulary
+  c.data.update(corpus_dir=corpus_dir, bucket_boundaries=BIBLE_BUCKETS)
+  keys = ("num_encoder_layers", "num_decoder_layers", "num_heads", "d_model", "d_ff")
+  c.model.update({k: b.model[k] for k in keys}, dropout_rate=b.model.dropout_rate)
+  keys = ("batch_size", "eval_batches", "peak_lr", "min_lr", "warmup_steps")
+  c.train.update({k: b.train[k] for k in keys})
+
+
+def bible_student(
+  c: ml_collections.ConfigDict, teacher_workdir: str, corpus_dir: str, teacher_config: str
+) -> None:
+  """A PaDIR model's config (in place) on a Bible task as it must learn on real text: from the
+  AR teacher's 2-beam translations of the training sources (made once into corpus_dir by
+  padir.jobs.distill, valid and test the references) and from its weights (init_from)."""
+  dc = padir_bible_en_es_distill.get_config().distill  # the Bible students' settings (2 beams)
+  c.job = "padir.jobs.distill"  # first the teacher's translations, then training
+  c.distill = ml_collections.ConfigDict(dc.to_dict())  # 2 beams, GNMT length penalty 0.6
+  c.distill.update(teacher_workdir=teacher_workdir, corpus_dir=corpus_dir)
+  c.distill.teacher_config = teacher_config  # what trains the teacher (a refusal names it)
+  c.init_from = teacher_workdir  # warm start: the teacher's weights (padir.training.warm_start)
+
+
+def bible_config(task: str, model: str) -> ml_collections.ConfigDict:
+  """A family model on a Bible task (the module docstring), as benchmarks/padir_family.py
+  trains it: the corpus in data/TASK, the AR teacher in runs/family_TASK_ar."""
+  c = model_config(model)
+  on_bible(c, task, f"data/{task}")  # `python -m padir.data.bible` writes it on the first run
+  steps = BIBLE_STEPS["ar" if model == "ar" else "student"]
+  t = c.train
+  t.num_train_steps = steps  # at most: early stopping ends the AR before
+  t.eval_every = 250  # validation BLEU every 250 steps (early stopping reads it)
+  t.checkpoint_every = 250  # a checkpoint at every evaluation
+  t.early_stopping_patience = 3  # stop after 3 evaluations without a gain over 0.2 BLEU
+  t.warmup_steps = min(t.warmup_steps, steps // 10)  # (the Bible's 300)
+  t.log_every = min(t.log_every, 250)  # a log line at least every evaluation
+  # glancing (none by default) anneals over the run at most
+  c.loss.glancing_anneal_steps = min(c.loss.get("glancing_anneal_steps", 0), steps)
+  c.decode.num_examples = 256  # validation sentences translated at each evaluation
+  c.decode.batch_size = 64  # sentences a decoding batch
+  if model != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
+    teacher = f"runs/family_{task}_ar"  # (and its config, this one with MODEL ar)
+    bible_student(c, teacher, f"data/{task}_family_distilled", f"configs/padir_family.py:{task},ar")
+  return c
+
+
 def get_config(arg: str = "sov,ar") -> ml_collections.ConfigDict:
   parts = arg.split(",")
-  if len(parts) not in (2, 3) or parts[0] not in SIZES:
+  tasks = (*SIZES, *BIBLE)
+  if (
+    len(parts) not in (2, 3)
+    or parts[0] not in tasks
+    or parts[1] not in MODELS
+    or (len(parts) == 3 and (parts[0] in BIBLE or not parts[2].isdigit()))
+  ):
     raise ValueError(
       f"configs/padir_family.py:{arg}: the parameter is TASK,MODEL[,SEED] with TASK one of "
-      f"{', '.join(SIZES)} and MODEL one of {', '.join(MODELS)} (e.g. padir_family.py:sov,dag)"
+      f"{', '.join(tasks)} (SEED for the reordering tasks only) and MODEL one of "
+      f"{', '.join(MODELS)} (e.g. padir_family.py:sov,dag)"
     )
   task, model = parts[:2]
+  if task in BIBLE:
+    return bible_config(task, model)
   seed = int(parts[2]) if len(parts) == 3 else 0
   c = model_config(model)
   vocab_size, longest = SIZES[task]

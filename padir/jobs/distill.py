@@ -33,7 +33,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   out_dir = distill.corpus_dir(config, workdir)
   reuse = distill.reusable_corpus(config, out_dir)  # a corpus of other settings is refused
   if not reuse:  # the teacher and the corpus it distills (train) and copies (valid, test)
-    distill.check_teacher(dc.teacher_workdir, dc.teacher_step or None)
+    teacher_config = dc.get("teacher_config") or distill.TEACHER_CONFIG  # (named by the fix)
+    distill.check_teacher(dc.teacher_workdir, dc.teacher_step or None, teacher_config)
     corpus.check_corpus(d, ("train", "valid", "test"))
   if config.get("init_from"):  # the warm start must fit the teacher's vocabulary (the student's)
     teacher_vocab = vocab.vocabulary_path(restore.trained_config(dc.teacher_workdir))

@@ -38,6 +38,7 @@ from padir.model import restore
 
 MANIFEST = "distill.json"
 VOCABULARY = "teacher_spm.model"
+TEACHER_CONFIG = "configs/padir_bible_en_es_ar.py"  # the teacher config a refusal names by default
 
 
 @functools.partial(nnx.jit, static_argnames=("beam_size", "length_penalty"))
@@ -63,13 +64,16 @@ def load_teacher(teacher_workdir: str, step: int | None = None) -> restore.Loade
   return model, tok, config
 
 
-def check_teacher(teacher_workdir: str, step: int | None = None) -> None:
+def check_teacher(
+  teacher_workdir: str, step: int | None = None, teacher_config: str = TEACHER_CONFIG
+) -> None:
   """Refuses, in one line naming config.distill.teacher_workdir (UserError), a teacher that is
   not a trained AR run: no config.json, a CTC or PaDIR model (its recommended decoder,
-  padir.decoding.decoders.recommended, is not an AR one), or no checkpoint (of `step`). Reads
-  JSON and lists checkpoints only: the distill job calls it before its run directory exists."""
+  padir.decoding.decoders.recommended, is not an AR one), or no checkpoint (of `step`); the
+  fix it names trains teacher_config there. Reads JSON and lists checkpoints only: the distill
+  job calls it before its run directory exists."""
   key = "config.distill.teacher_workdir"
-  train = "python train.py --config configs/padir_bible_en_es_ar.py --workdir"
+  train = f"python train.py --config {teacher_config} --workdir"
   try:
     model = restore.trained_config(teacher_workdir).get("model", {})
   except (FileNotFoundError, ValueError):

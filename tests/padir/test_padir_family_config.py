@@ -1,14 +1,19 @@
 """configs/padir_family.py: every task and model of the reordering family is a valid run config
 (the benchmark's model configs, the task's data); a bad parameter is one line naming the form;
 the job writes the task's corpus once (data.grammar_task) and refuses a directory holding
-another task's; and a run trains on a corpus it wrote itself."""
+another task's; a run trains on a corpus it wrote itself; and a Bible task is the benchmark's
+config, its PaDIR models students of its AR run through padir.jobs.distill."""
 
+import argparse
+import json
 import os
+import shutil
 
 import pytest
 from padir_util import benchmark_module
 
 from configs import padir_family
+from gmlm import checks
 from padir.data import grammar
 from padir.jobs import train as train_job
 from padir.training import loop as training
@@ -30,7 +35,7 @@ def test_every_task_and_model_is_a_valid_config_built_as_the_benchmark_builds_it
   assert held.data.grammar_seed == 7 and held.data.corpus_dir.endswith("vso_seed7")
 
 
-@pytest.mark.parametrize("arg", ["sov", "nope,ctc", "sov,ctc,1,2"])
+@pytest.mark.parametrize("arg", ["sov", "nope,ctc", "sov,ctc,1,2", "sov,rnn", "bible_en_es,ar,1"])
 def test_a_bad_parameter_names_the_form(arg):
   with pytest.raises(ValueError, match="TASK,MODEL"):
     padir_family.get_config(arg)
@@ -101,3 +106,124 @@ def test_the_dags_dropout_is_a_knob_that_leaves_the_other_models_alone():
   assert family.model_config("ctc", 2, 2.0, (0.0, 0.0), 0.3).model.dropout_rate == 0.0
   with pytest.raises(ValueError, match="model.dropout_rate"):
     training.validate(family.model_config("dag", 2, 2.0, (0.0, 0.0), 1.0))
+
+
+def _bench_args(steps: int) -> argparse.Namespace:
+  """benchmarks/padir_family.py's arguments as the Bible results were trained with (the
+  defaults, --patience 3, --steps STEPS)."""
+  return argparse.Namespace(
+    **dict(pairs=60_000, steps=steps, eval_every=250, patience=3, valid_sentences=256),
+    **dict(vocab_size=512, dag_upsample=2, ctc_upsample=2.0, grammar_seed=0, tiny=False),
+    **dict(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_lm_order=5, dag_lm_weight=1.5),
+    **dict(dag_length_norm=1.5, dag_beam_grid=padir_family.BEAM_GRID),
+  )
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[prefix + k] = list(v) if isinstance(v, tuple) else v
+  return out
+
+
+@pytest.mark.parametrize("task", ["bible_en_es", "bible_es_en"])
+def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_ar(
+  task, toy_corpus, tmp_path, monkeypatch
+):
+  """`padir_family.py:bible_en_es,ar` is the config benchmarks/padir_family.py trains the AR
+  teacher with (its Bible results), and `...,dag` the DAG student's once padir.jobs.distill
+  has put the teacher's translations in its data: equal key for key but for the paths, the
+  vocabulary size the toy corpus allows, the progress bar and the checkpoints the benchmark
+  keeps to decode its "@ AR's CPU" rows. The sizes are the Bible AR config's, independently."""
+  from configs import padir_bible_en_es_ar
+  from padir.jobs import distill as distill_job
+  from padir.training import distill
+
+  family = benchmark_module("padir_family")
+  monkeypatch.chdir(tmp_path)  # the config's relative runs/ and data/ land here
+  root = str(tmp_path / "bench")
+  shutil.copytree(toy_corpus, f"{root}/data/{task}")  # the corpus, as if fetched
+  # the teacher's translations, as if made: the benchmark then only points its student there
+  os.makedirs(f"{root}/data/{task}_distilled")
+  open(f"{root}/data/{task}_distilled/{distill.MANIFEST}", "w").close()
+  paths = ("data.corpus_dir", "data.vocab_path", "data.vocab_size", "init_from")
+  kept = ("train.progress_bar", "train.keep_checkpoints")
+  for model, steps in (("ar", 8_000), ("dag", 3_000)):
+    c = padir_family.get_config(f"{task},{model}")
+    bench = _flat(family.run_config(model, task, root, _bench_args(steps)).to_dict())
+    if model == "ar":
+      training.validate(c)
+      assert c.job == "padir.jobs.train" and c.data.corpus_dir == f"data/{task}"
+      assert c.decode.beam_size == 1 and c.model.decoder == "ar"  # greedy, the reference
+      mine = _flat(c.to_dict())
+    else:
+      distill_job.validate(c)
+      assert c.job == "padir.jobs.distill" and c.init_from == c.distill.teacher_workdir
+      assert c.distill.teacher_workdir == f"runs/family_{task}_ar"
+      assert (c.distill.beam_size, c.model.dag_upsample) == (2, 2.0)
+      # no teacher yet: one line naming the config that trains it, before any run directory
+      with pytest.raises(checks.UserError, match=f"--config configs/padir_family.py:{task},ar "):
+        distill_job.run(c, f"{root}/student")
+      assert not os.path.exists(f"{root}/student")
+      student = distill.student_config(c, c.distill.corpus_dir)
+      assert student.data.vocab_path.startswith(c.distill.corpus_dir)  # the teacher's pieces
+      mine = _flat(student.to_dict())
+      del mine["job"], bench["job"]  # the distill job trains as padir.jobs.train (its test)
+      assert all(k.startswith("distill.") for k in set(mine) - set(bench))
+      mine = {k: v for k, v in mine.items() if not k.startswith("distill.")}
+    assert set(mine) == set(bench)
+    differ = {k for k in mine if mine[k] != bench[k]}
+    assert differ <= {*paths, *kept}, {k: (mine[k], bench[k]) for k in differ - {*paths, *kept}}
+    assert mine["data.vocab_size"] == 8_000 > bench["data.vocab_size"]  # (the toy corpus's)
+    ref = padir_bible_en_es_ar.get_config()
+    for k in ("d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers"):
+      assert mine[f"model.{k}"] == ref.model[k]
+    for k in ("batch_size", "peak_lr", "warmup_steps"):
+      assert mine[f"train.{k}"] == ref.train[k]
+    assert (mine["train.num_train_steps"], mine["train.early_stopping_patience"]) == (steps, 3)
+  d = padir_family.get_config(f"{task},ar").data
+  assert (d.source_lang, d.target_lang) == tuple(task.split("_")[1:])  # the task's direction
+
+
+@pytest.mark.slow  # a tiny AR teacher trained by train.py's job, then its tiny DAG student
+def test_train_py_trains_a_bible_teacher_and_then_its_student_from_its_translations(
+  toy_corpus, tmp_path
+):
+  """The two documented commands, shrunk: the AR of `bible_en_es,ar` trains on the corpus, and
+  `bible_en_es,dag` (padir.jobs.distill) translates the training sources with it, trains on
+  the translations from its weights, and records the teacher."""
+  from padir.jobs import distill as distill_job
+  from padir.jobs import train as train_job
+  from padir.model import restore
+  from padir.training import distill, warm_start
+
+  def shrink(c):
+    c.data.update(corpus_dir=toy_corpus, prepare_bible=False, vocab_size=40)
+    c.data.update(vocab_path=str(tmp_path / "spm40.model"), bucket_boundaries=())
+    c.data.update(max_source_length=16, max_target_length=16)
+    c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+    c.train.update(batch_size=4, num_train_steps=2, warmup_steps=1, eval_every=2, log_every=1)
+    c.train.update(checkpoint_every=2, eval_batches=1, progress_bar=False)
+    c.decode.update(num_examples=4, batch_size=4, num_lengths=2, dag_lm_order=0)
+    c.decode.update(
+      dag_beam_grid="", dag_decoder="lookahead", dag_length_norm=0.0, dag_lm_weight=0.0
+    )
+    return c
+
+  teacher = str(tmp_path / "ar")
+  train_job.run(shrink(padir_family.get_config("bible_en_es,ar")), teacher)
+  c = shrink(padir_family.get_config("bible_en_es,dag"))
+  c.distill.update(teacher_workdir=teacher, corpus_dir=str(tmp_path / "distilled"))
+  c.init_from = teacher
+  distill_job.validate(c)
+  distill_job.run(c, str(tmp_path / "dag"))
+  with open(tmp_path / "distilled" / distill.MANIFEST, encoding="utf-8") as f:
+    assert json.load(f)["teacher_workdir"] == teacher
+  with open(tmp_path / "dag" / warm_start.RECORD, encoding="utf-8") as f:
+    assert json.load(f)["run"] == teacher
+  trained = restore.trained_config(str(tmp_path / "dag"))
+  assert trained.data.corpus_dir == str(tmp_path / "distilled") and trained.model.dag_upsample
+  assert restore.checkpoint_steps(str(tmp_path / "dag"))[-1] == 2
