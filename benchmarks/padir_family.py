@@ -46,8 +46,10 @@ row, "... @ AR's CPU": its last row's decoder on the checkpoint it had saved las
 AR's CPU seconds (every evaluation's checkpoint is kept), with the steps and the share of the
 time up to there.
 A second table breaks each row's test errors down (padir.evaluation.errors: exact, reordered
-only, lexical; non-words, length, dropped / inserted words, agreement markers), and each row's
-translations stay in its run directory (test_hypotheses[_beam|_beam_lm].txt).
+only, lexical; non-words, length, dropped / inserted words, agreement markers; on real text a
+row "(the references)" gives the non-word floor, the references' own words the training targets
+lack), and each row's translations stay in its run directory (test_hypotheses[_beam|_beam_lm]
+.txt).
 A killed benchmark rerun with the same arguments resumes each unfinished training (padir's
 checkpoints) and retrains nothing finished; the time columns then add up every leg, a leg's
 time past its last checkpoint once (the steps its successor redoes). A run begun before the
@@ -644,6 +646,7 @@ def main(argv=None) -> int:
   with tempfile.TemporaryDirectory() as scratch:
     root = args.workdir or scratch
     rows: list[Row] = []
+    floors: dict[str, errors.Breakdown] = {}  # a task's references analysed as a translation
     for task in tasks:
       by_model = {name: run_model(name, task, root, args) for name in models}
       task_rows = [row for name in models for row in by_model[name]]
@@ -658,6 +661,9 @@ def main(argv=None) -> int:
       lexicon, markers = target_words(config)
       for r in task_rows:
         r.errors = errors.analyse(r.hypotheses, references, lexicon, markers)
+      floor = errors.analyse(references, references, lexicon, markers)
+      if floor.nonword:  # real text: the references' own words the training targets lack
+        floors[task] = floor
       rows += task_rows
       if len(tasks) > 1:  # each task's rows as soon as they are in: a task takes hours
         print(f"{task} done:\n{table(task_rows)}\n", flush=True)
@@ -667,11 +673,11 @@ def main(argv=None) -> int:
     )
   print(table(rows))
   print("\nErrors on the test split (padir.evaluation.errors):")
-  print(
-    markdown_table(
-      ["task", "model", *errors.HEADER], [[r.task, r.model, *r.errors.row()] for r in rows]
-    )
-  )
+  error_rows = [[r.task, r.model, *r.errors.row()] for r in rows]
+  for task, floor in floors.items():  # the non-word floor: rare words, names
+    last = max(i for i, row in enumerate(error_rows) if row[0] == task)
+    error_rows.insert(last + 1, [task, "(the references)", *floor.row()])
+  print(markdown_table(["task", "model", *errors.HEADER], error_rows))
   searched = [r for r in rows if r.search is not None]
   if searched:
     print("\nWhy the DAG beam's translations are wrong (padir.evaluation.dag_search):")

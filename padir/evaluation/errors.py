@@ -7,7 +7,10 @@ Each hypothesis falls in one class, the first that applies:
 - lexical: a different multiset of words (words dropped, inserted or replaced).
 Counted beside the class, over all sentences: words dropped (in the reference and not the
 hypothesis, as a multiset) and inserted, per sentence; the share of hypotheses with a non-word
-(a word outside the target lexicon: word pieces fused or split); the share shorter and longer
+(a word outside the target lexicon: word pieces fused or split; on real text a word is its
+letters and digits, lowercased, so "Luz," and "luz" are one and a bare punctuation mark none,
+and a lexicon of the training targets leaves the references' own rare words and names out:
+`analyse(references, references, lexicon)` is the floor); the share shorter and longer
 than the reference in words; and, for a language with agreement markers (the grammar's particle
 closing each clause), the share whose sequence of markers differs from the reference's.
 """
@@ -57,6 +60,17 @@ HEADER = [
 ]
 
 
+def word_form(word: str) -> str:
+  """A word as the lexicon knows it: lowercased, the punctuation at either end stripped ("" for
+  punctuation alone); the reordering family's words are their own forms."""
+  lo, hi = 0, len(word)
+  while lo < hi and not word[lo].isalnum():
+    lo += 1
+  while hi > lo and not word[hi - 1].isalnum():
+    hi -= 1
+  return word[lo:hi].lower()
+
+
 def analyse(
   hypotheses: Sequence[str],
   references: Sequence[str],
@@ -70,7 +84,7 @@ def analyse(
   n = len(references)
   if n == 0:
     raise ValueError("no sentences to analyse")
-  lexicon = None if lexicon is None else set(lexicon)
+  lexicon = None if lexicon is None else {word_form(w) for w in lexicon}
   markers = None if markers is None else set(markers)
   count = collections.Counter()
   dropped = inserted = 0
@@ -85,7 +99,9 @@ def analyse(
       count["lexical"] += 1
     dropped += sum((rc - hc).values())
     inserted += sum((hc - rc).values())
-    count["nonword"] += lexicon is not None and any(w not in lexicon for w in h)
+    count["nonword"] += lexicon is not None and any(
+      (f := word_form(w)) and f not in lexicon for w in h
+    )
     count["shorter"] += len(h) < len(r)
     count["longer"] += len(h) > len(r)
     if markers:

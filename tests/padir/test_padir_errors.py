@@ -40,3 +40,21 @@ def test_bad_input_is_one_clear_error():
     errors.analyse(["a", "b"], ["a"])
   with pytest.raises(ValueError, match="no sentences"):
     errors.analyse([], [])
+
+
+def test_on_real_text_case_and_punctuation_make_no_non_word_and_the_references_are_the_floor():
+  """A word is its letters and digits, lowercased: "Dios:" and "luz." are words of a lexicon
+  holding "dios" and "Luz,", a lone "¿" is no word, and "lúz" (a piece replaced) is a non-word;
+  a reference with a name the training targets lack makes the references' own floor."""
+  lexicon = ["Y", "dijo", "dios", "Sea", "la", "Luz,"]
+  refs = ["Y dijo Dios: Sea la luz.", "Y dijo Dios: Sea la luz.", "Y dijo Moisés: ¿Sea la luz?"]
+  hyps = ["Y dijo Dios: Sea la luz.", "Y dijo Dios: Sea la lúz.", "Y dijo Dios: ¿ Sea la luz?"]
+  assert errors.analyse(hyps, refs, lexicon).nonword == 1 / 3  # "lúz." only
+  assert errors.analyse(refs, refs, lexicon).nonword == 1 / 3  # "Moisés:"
+  assert [errors.word_form(w) for w in ("¿Sea", "luz?", "¿", "Ben-hadad,")] == [
+    "sea",
+    "luz",
+    "",
+    "ben-hadad",
+  ]
+  assert errors.analyse(HYPS, REFS, LEXICON).nonword == 1 / 5  # the family's words unchanged
