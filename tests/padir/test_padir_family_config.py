@@ -188,42 +188,33 @@ def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_a
   assert (d.source_lang, d.target_lang) == tuple(task.split("_")[1:])  # the task's direction
 
 
-@pytest.mark.slow  # a tiny AR teacher trained by train.py's job, then its tiny DAG student
-def test_train_py_trains_a_bible_teacher_and_then_its_student_from_its_translations(
-  toy_corpus, tmp_path
+@pytest.mark.slow  # a tiny DAG student distilled from the session's tiny AR run
+def test_the_bible_student_config_trains_from_its_teachers_translations_and_weights(
+  toy_corpus, tiny_ar_run, tmp_path
 ):
-  """The two documented commands, shrunk: the AR of `bible_en_es,ar` trains on the corpus, and
-  `bible_en_es,dag` (padir.jobs.distill) translates the training sources with it, trains on
-  the translations from its weights, and records the teacher."""
+  """`bible_en_es,dag`, shrunk to the tiny AR teacher's sizes, through train.py's job
+  (padir.jobs.distill): it translates the training sources with the teacher, trains on the
+  translations from the teacher's weights, and records the teacher."""
   from padir.jobs import distill as distill_job
-  from padir.jobs import train as train_job
   from padir.model import restore
   from padir.training import distill, warm_start
 
-  def shrink(c):
-    c.data.update(corpus_dir=toy_corpus, prepare_bible=False, vocab_size=40)
-    c.data.update(vocab_path=str(tmp_path / "spm40.model"), bucket_boundaries=())
-    c.data.update(max_source_length=16, max_target_length=16)
-    c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
-    c.train.update(batch_size=4, num_train_steps=2, warmup_steps=1, eval_every=2, log_every=1)
-    c.train.update(checkpoint_every=2, eval_batches=1, progress_bar=False)
-    c.decode.update(num_examples=4, batch_size=4, num_lengths=2, dag_lm_order=0)
-    c.decode.update(
-      dag_beam_grid="", dag_decoder="lookahead", dag_length_norm=0.0, dag_lm_weight=0.0
-    )
-    return c
-
-  teacher = str(tmp_path / "ar")
-  train_job.run(shrink(padir_family.get_config("bible_en_es,ar")), teacher)
-  c = shrink(padir_family.get_config("bible_en_es,dag"))
-  c.distill.update(teacher_workdir=teacher, corpus_dir=str(tmp_path / "distilled"))
-  c.init_from = teacher
+  c = padir_family.get_config("bible_en_es,dag")
+  c.data.update(corpus_dir=toy_corpus, prepare_bible=False, bucket_boundaries=(), vocab_size=40)
+  c.data.update(max_source_length=16, max_target_length=16)
+  c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+  c.train.update(batch_size=4, num_train_steps=2, warmup_steps=1, eval_every=2, log_every=1)
+  c.train.update(checkpoint_every=2, eval_batches=1, progress_bar=False)
+  c.decode.update(num_examples=4, batch_size=4, num_lengths=2, dag_lm_order=0, dag_lm_weight=0.0)
+  c.decode.update(dag_beam_grid="", dag_decoder="lookahead", dag_length_norm=0.0)
+  c.distill.update(teacher_workdir=tiny_ar_run, corpus_dir=str(tmp_path / "distilled"))
+  c.init_from = tiny_ar_run
   distill_job.validate(c)
   distill_job.run(c, str(tmp_path / "dag"))
   with open(tmp_path / "distilled" / distill.MANIFEST, encoding="utf-8") as f:
-    assert json.load(f)["teacher_workdir"] == teacher
+    assert json.load(f)["teacher_workdir"] == tiny_ar_run
   with open(tmp_path / "dag" / warm_start.RECORD, encoding="utf-8") as f:
-    assert json.load(f)["run"] == teacher
+    assert json.load(f)["run"] == tiny_ar_run
   trained = restore.trained_config(str(tmp_path / "dag"))
   assert trained.data.corpus_dir == str(tmp_path / "distilled") and trained.model.dag_upsample
   assert restore.checkpoint_steps(str(tmp_path / "dag"))[-1] == 2
