@@ -171,6 +171,22 @@ def model_config(
   raise ValueError(f"unknown family model {name!r}: one of {', '.join(MODELS)}")
 
 
+def schedule(c: ml_collections.ConfigDict, steps: int) -> None:
+  """The family's training schedule (in place), the benchmark's: at most `steps` steps, stopped
+  early on validation BLEU."""
+  t = c.train
+  t.num_train_steps = steps  # at most: early stopping ends most runs before
+  t.eval_every = 250  # validation BLEU every 250 steps (early stopping reads it)
+  t.checkpoint_every = 250  # a checkpoint at every evaluation
+  t.early_stopping_patience = 3  # stop after 3 evaluations without a gain over 0.2 BLEU
+  t.warmup_steps = min(t.warmup_steps, steps // 10)  # at most a tenth of the run
+  t.log_every = min(t.log_every, 250)  # a log line at least every evaluation
+  if "glancing_anneal_steps" in c.loss:
+    c.loss.glancing_anneal_steps = min(c.loss.glancing_anneal_steps, steps)  # over the run at most
+  c.decode.num_examples = 256  # validation sentences translated at each evaluation
+  c.decode.batch_size = 64  # sentences a decoding batch
+
+
 def on_bible(c: ml_collections.ConfigDict, task: str, corpus_dir: str) -> None:
   """A family model's config (in place) on a Bible task: the Bible AR config's data (the corpus
   in corpus_dir, written there by the first run), backbone, batch and optimizer, batches by
@@ -204,17 +220,9 @@ def bible_config(task: str, model: str) -> ml_collections.ConfigDict:
   c = model_config(model)
   on_bible(c, task, f"data/{task}")  # `python -m padir.data.bible` writes it on the first run
   steps = BIBLE_STEPS["ar" if model == "ar" else "student"]
-  t = c.train
-  t.num_train_steps = steps  # at most: early stopping ends the AR before
-  t.eval_every = 250  # validation BLEU every 250 steps (early stopping reads it)
-  t.checkpoint_every = 250  # a checkpoint at every evaluation
-  t.early_stopping_patience = 3  # stop after 3 evaluations without a gain over 0.2 BLEU
-  t.warmup_steps = min(t.warmup_steps, steps // 10)  # (the Bible's 300)
-  t.log_every = min(t.log_every, 250)  # a log line at least every evaluation
-  # glancing (none by default) anneals over the run at most
-  c.loss.glancing_anneal_steps = min(c.loss.get("glancing_anneal_steps", 0), steps)
-  c.decode.num_examples = 256  # validation sentences translated at each evaluation
-  c.decode.batch_size = 64  # sentences a decoding batch
+  # named for the AR as well, as in the benchmark's config (0: no glancing)
+  c.loss.glancing_anneal_steps = c.loss.get("glancing_anneal_steps", 0)  # schedule caps it
+  schedule(c, steps)  # (the Bible's warm-up, 300 steps, stays: under a tenth of either cap)
   if model != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
     teacher = f"runs/family_{task}_ar"  # (and its config, this one with MODEL ar)
     bible_student(c, teacher, f"data/{task}_family_distilled", f"configs/padir_family.py:{task},ar")
@@ -254,16 +262,5 @@ def get_config(arg: str = "sov,ar") -> ml_collections.ConfigDict:
   d.grammar_task = task  # padir.data.grammar.FAMILY's task whose corpus the job writes
   d.grammar_seed = seed  # 0: the task; another seed: a held-aside draw of its knobs
   d.grammar_pairs = 60_000  # training pairs (plus 512 validation and 1,024 test)
-  t = c.train
-  t.num_train_steps = 4_000  # at most: early stopping ends most runs before
-  t.eval_every = 250  # validation BLEU every 250 steps (early stopping reads it)
-  t.checkpoint_every = 250  # a checkpoint at every evaluation
-  t.early_stopping_patience = 3  # stop after 3 evaluations without a gain over 0.2 BLEU
-  t.warmup_steps = min(t.warmup_steps, 400)  # at most a tenth of the 4,000 steps
-  t.log_every = min(t.log_every, 250)  # a log line at least every evaluation
-  if "glancing_anneal_steps" in c.loss:
-    # glancing anneals over the run's 4,000 steps at most
-    c.loss.glancing_anneal_steps = min(c.loss.glancing_anneal_steps, 4_000)
-  c.decode.num_examples = 256  # validation sentences translated at each evaluation
-  c.decode.batch_size = 64  # sentences a decoding batch
+  schedule(c, 4_000)  # at most 4,000 steps: early stopping ends most runs before
   return c
