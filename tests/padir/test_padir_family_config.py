@@ -186,6 +186,11 @@ def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_a
     assert (mine["train.num_train_steps"], mine["train.early_stopping_patience"]) == (steps, 3)
   d = padir_family.get_config(f"{task},ar").data
   assert (d.source_lang, d.target_lang) == tuple(task.split("_")[1:])  # the task's direction
+  # --dag-dropout reaches the Bible's DAG (the Bible config's 0 is the others'), the AR keeps 0
+  args = _bench_args(3_000)
+  args.dag_dropout = 0.1
+  assert family.run_config("dag", task, root, args).model.dropout_rate == 0.1
+  assert family.run_config("ar", task, root, args).model.dropout_rate == 0.0
 
 
 @pytest.mark.slow  # a tiny DAG student distilled from the session's tiny AR run
