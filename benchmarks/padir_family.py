@@ -185,7 +185,7 @@ def run_config(
 ) -> ml_collections.ConfigDict:
   c = model_config(name, args.dag_upsample, args.ctc_upsample, args.dag_glancing, args.dag_dropout)
   if task in BIBLE:
-    on_bible(c, name, task, root, args.dag_dropout)
+    on_bible(c, name, task, root)
   else:
     c.data.update(task_data(task, root, args.pairs, args.tiny, args.grammar_seed))
     c.data.bucket_boundaries = ()
@@ -237,16 +237,12 @@ def run_config(
   return c
 
 
-def on_bible(
-  c: ml_collections.ConfigDict, name: str, task: str, root: str, dag_dropout: float = 0.0
-) -> None:
+def on_bible(c: ml_collections.ConfigDict, name: str, task: str, root: str) -> None:
   """A family model's config (in place) on a Bible task: configs/padir_family.py's (the Bible
-  AR config's data, backbone, batch and optimizer, batches by length), the corpus under
-  root/data/TASK, written there once; the DAG's dropout stays --dag-dropout's (the Bible
-  config's rate, 0, is every other model's)."""
+  AR config's data, backbone, batch and optimizer, batches by length; the DAG keeps
+  --dag-dropout's rate), the corpus under root/data/TASK, written there once."""
+  del name  # (every model the same)
   padir_family.on_bible(c, task, os.path.join(root, "data", task))
-  if name == "dag":
-    c.model.dropout_rate = float(dag_dropout)
   bible.prepare_if_missing(c.data.corpus_dir, c.data.source_lang, c.data.target_lang)
 
 

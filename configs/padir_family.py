@@ -193,12 +193,15 @@ def schedule(c: ml_collections.ConfigDict, steps: int) -> None:
 def on_bible(c: ml_collections.ConfigDict, task: str, corpus_dir: str) -> None:
   """A family model's config (in place) on a Bible task: the Bible AR config's data (the corpus
   in corpus_dir, written there by the first run), backbone, batch and optimizer, batches by
-  length."""
+  length; the AR takes the Bible's dropout rate too, a PaDIR model keeps its own (0 by default,
+  the Bible's as well)."""
   b = BIBLE[task].get_config()
   c.data = ml_collections.ConfigDict(b.data.to_dict())  # the Bible corpus, its 8k vocabulary
   c.data.update(corpus_dir=corpus_dir, bucket_boundaries=BIBLE_BUCKETS)
   keys = ("num_encoder_layers", "num_decoder_layers", "num_heads", "d_model", "d_ff")
-  c.model.update({k: b.model[k] for k in keys}, dropout_rate=b.model.dropout_rate)
+  c.model.update({k: b.model[k] for k in keys})
+  if c.model.decoder == "ar":
+    c.model.dropout_rate = b.model.dropout_rate  # the teacher's (0): the Bible AR config's
   keys = ("batch_size", "eval_batches", "peak_lr", "min_lr", "warmup_steps")
   c.train.update({k: b.train[k] for k in keys})
 
