@@ -75,6 +75,10 @@ def get_config() -> ml_collections.ConfigDict:
   # generator compiled once a layer, not once a dropout site: docs/padir_training.md); "site":
   # one draw a site (the masks of runs before this key). The same dropout either way.
   config.model.dropout_draw = "layer"
+  # The bit generator of a layer's draw: "threefry" (XLA's RngBitGenerator, ThreeFry), or
+  # "xla_default" (its default algorithm, Philox on a CPU: the masks of runs before this key,
+  # 5x the cycles; on the family's AR step a third of it, docs/padir_training.md).
+  config.model.dropout_rng = "threefry"
 
   config.loss = ml_collections.ConfigDict()
   config.loss.keep_rate = 0.15  # "15% unmasking rate": the rest are random tokens

@@ -104,6 +104,11 @@ class ModelConfig:
   # "site": each dropout site draws its own (nnx.Dropout; the masks of runs before this option).
   # Both drop each element independently with probability dropout_rate.
   dropout_draw: Literal["layer", "site"] = "layer"  # one of DROPOUT_DRAWS
+  # With dropout_draw "layer", the bit generator of the draw (DROPOUT_RNGS): "threefry", XLA's
+  # RngBitGenerator with its ThreeFry algorithm on the stream's key; "xla_default", the same op
+  # at XLA's default algorithm (jax.random.bits of an rbg key; Philox on a CPU, where it costs
+  # 5x ThreeFry's cycles: the masks of runs before this option). The same dropout either way.
+  dropout_rng: Literal["threefry", "xla_default"] = "threefry"
 
   @classmethod
   def from_dict(cls, d: Any) -> "ModelConfig":
@@ -183,19 +188,37 @@ def _layer_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
 
 
 DROPOUT_DRAWS = ("layer", "site")  # config.model.dropout_draw (ModelConfig)
+DROPOUT_RNGS = ("threefry", "xla_default")  # config.model.dropout_rng (ModelConfig)
 
 
-def draw_dropout(drop: nnx.Dropout, *shapes: tuple[int, ...]) -> tuple[Array, ...] | None:
+def dropout_bits(key: Array, n: int, rng: str = "threefry") -> Array:
+  """n random uint32 words from `key` (a typed key of any implementation). "threefry": XLA's
+  RngBitGenerator with its ThreeFry algorithm, seeded by the key's data (zero-padded to the
+  op's 4 words); "xla_default": jax.random.bits (an rbg key's bits: the same op at XLA's default
+  algorithm, Philox on a CPU, ~5x the cycles a word there: docs/padir_training.md)."""
+  if rng == "xla_default":
+    return jax.random.bits(key, (n,), jnp.uint32)
+  if rng != "threefry":
+    raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}, got {rng!r}")
+  data = jax.random.key_data(key).reshape(-1).astype(jnp.uint32)
+  data = jnp.concatenate([data, jnp.zeros((max(0, 4 - data.size),), jnp.uint32)])[:4]
+  algorithm = jax.lax.RandomAlgorithm.RNG_THREE_FRY
+  return jax.lax.rng_bit_generator(data, (n,), jnp.uint32, algorithm=algorithm)[1]
+
+
+def draw_dropout(
+  drop: nnx.Dropout, *shapes: tuple[int, ...], rng: str = "threefry"
+) -> tuple[Array, ...] | None:
   """A layer's dropout keep-masks, one per shape, from ONE draw of `drop`'s stream (one key, one
-  block of random bits cut into the shapes); None in eval mode or at rate 0 (nothing dropped).
-  Each element is kept with probability 1 - rate (to 2^-32), independently, as nnx.Dropout
-  keeps it; one draw instead of one per dropout site takes the random-bit generator's expansion
-  out of the compiled program all but once a layer (on a CPU a fifth of the scanned bf16 step's
-  instructions; docs/padir_training.md)."""
+  block of random bits cut into the shapes, `dropout_bits` with generator `rng`); None in eval
+  mode or at rate 0 (nothing dropped). Each element is kept with probability 1 - rate (to
+  2^-32), independently, as nnx.Dropout keeps it; one draw instead of one per dropout site
+  takes the random-bit generator's expansion out of the compiled program all but once a layer
+  (on a CPU a fifth of the scanned bf16 step's instructions; docs/padir_training.md)."""
   if drop.deterministic or drop.rate == 0.0:
     return None
   sizes = [math.prod(shape) for shape in shapes]
-  bits = jax.random.bits(drop.rngs(), (sum(sizes),), jnp.uint32)
+  bits = dropout_bits(drop.rngs(), sum(sizes), rng)
   keep = bits < jnp.uint32(min(round((1.0 - drop.rate) * 2**32), 2**32 - 1))
   starts = [sum(sizes[:i]) for i in range(len(sizes))]
   return tuple(keep[a : a + n].reshape(shape) for a, n, shape in zip(starts, sizes, shapes))
@@ -204,6 +227,8 @@ def draw_dropout(drop: nnx.Dropout, *shapes: tuple[int, ...]) -> tuple[Array, ..
 def _one_draw(cfg: ModelConfig) -> bool:
   if cfg.dropout_draw not in DROPOUT_DRAWS:
     raise ValueError(f"dropout_draw must be one of {DROPOUT_DRAWS}, got {cfg.dropout_draw!r}")
+  if cfg.dropout_rng not in DROPOUT_RNGS:
+    raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}, got {cfg.dropout_rng!r}")
   return cfg.dropout_draw == "layer"
 
 
@@ -348,6 +373,7 @@ class EncoderLayer(nnx.Module):
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
     self.one_draw = _one_draw(cfg)
+    self.dropout_rng = cfg.dropout_rng
 
   def __call__(self, x_BSD: Array, mask_BSS: Array) -> Array:
     """In training with dropout_draw "layer", the layer's dropout masks come from one draw
@@ -355,7 +381,7 @@ class EncoderLayer(nnx.Module):
     B, S, D = x_BSD.shape
     N, F = self.self_attention.w_q_DNH.shape[1], self.ffn.up.out_features
     shapes = (B, N, S, S), (B, S, D), (B, S, F), (B, S, D)
-    keep = draw_dropout(self.dropout, *shapes) if self.one_draw else None
+    keep = draw_dropout(self.dropout, *shapes, rng=self.dropout_rng) if self.one_draw else None
     probs, attended, hidden, ffn = keep or (None,) * 4
     h_BSD = self.norm_self(x_BSD)
     a_BSD = self.self_attention(h_BSD, h_BSD, h_BSD, mask_BSS, probs)
@@ -415,6 +441,7 @@ class DecoderLayer(nnx.Module):
     self.ffn = FeedForward(cfg, rngs=rngs)
     self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
     self.one_draw = _one_draw(cfg)
+    self.dropout_rng = cfg.dropout_rng
 
   def __call__(
     self,
@@ -433,7 +460,7 @@ class DecoderLayer(nnx.Module):
     positional = self.positional_attention is not None
     shapes = [(B, N, T, T), (B, T, D)] * (2 if positional else 1)
     shapes += [(B, N, T, S), (B, T, D), (B, T, F), (B, T, D)]
-    keep = draw_dropout(self.dropout, *shapes) if self.one_draw else None
+    keep = draw_dropout(self.dropout, *shapes, rng=self.dropout_rng) if self.one_draw else None
     keep = list(keep or (None,) * len(shapes))
     h_BTD = self.norm_self(x_BTD)
     a_BTD = self.self_attention(h_BTD, h_BTD, h_BTD, mask_BTT, keep.pop(0))

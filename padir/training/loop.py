@@ -176,6 +176,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     checks.check_choice(config, "model.remat", tuple(model_lib.REMAT_POLICIES))
   if _has(config, "model.dropout_draw"):
     checks.check_choice(config, "model.dropout_draw", model_lib.DROPOUT_DRAWS)
+  if _has(config, "model.dropout_rng"):
+    checks.check_choice(config, "model.dropout_rng", model_lib.DROPOUT_RNGS)
   if _has(config, "loss.logits_chunk"):
     checks.check_int(config, "loss.logits_chunk", lo=0)
   if _has(config, "loss.scan_stages"):
@@ -334,7 +336,7 @@ RESUMABLE_KEYS = (
 )
 # Options added after runs had begun -> the value that computes as before them: a run begun
 # before resumes so (gmlm.runs.as_begun), bit for bit the run it was.
-ADDED_KEYS = {"model.dropout_draw": "site"}
+ADDED_KEYS = {"model.dropout_draw": "site", "model.dropout_rng": "xla_default"}
 
 
 def open_run(config: ml_collections.ConfigDict, workdir: str) -> RunDir:
@@ -717,7 +719,8 @@ def fit(config: ml_collections.ConfigDict, rd: RunDir) -> dict[str, Any]:
     )
 
   base_key = jax.random.key(config.seed)  # noising and stage sampling
-  # Dropout masks from XLA's RngBitGenerator: threefry masks cost ~25% of a CPU training step.
+  # Dropout masks from XLA's RngBitGenerator seeded by this rbg key's data (model.dropout_rng
+  # picks the op's algorithm); JAX's own threefry masks cost ~25% of a CPU training step.
   dropout_key = jax.random.key(config.seed, impl="rbg")
   schedule = optim.learning_rate_schedule(t)
   last: dict[str, Any] = {}
