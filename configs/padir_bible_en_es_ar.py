@@ -15,7 +15,7 @@ beside other work). Result (2026-11-23, dropout 0 from the base config): validat
 
 To convergence: configs/padir_family.py:bible_en_es,ar trains this backbone to its early stop
 (greedy validation every 250 steps, stopped after 3 without a 0.2-BLEU gain; 8,000 at most:
-5,000 steps, 47 min, test BLEU 19.26 greedy on 2026-12-01, docs/padir_family.md).
+5,000 steps, 47 min, test BLEU 19.26 greedy on 2026-12-01, docs/padir_family_bible.md).
 """
 
 import ml_collections

@@ -11,7 +11,7 @@ pairs) 8.39 at step 1,000 and 10.89 at 2,000 (token loss 4.02 / 3.66). EN->ES to
 
 To convergence: configs/padir_family.py:bible_es_en,ar trains this backbone to its early stop
 (greedy validation every 250 steps, stopped after 3 without a 0.2-BLEU gain; 8,000 at most:
-5,500 steps, 51 min, test BLEU 23.64 greedy on 2026-12-02, docs/padir_family.md).
+5,500 steps, 51 min, test BLEU 23.64 greedy on 2026-12-02, docs/padir_family_bible.md).
 """
 
 import ml_collections

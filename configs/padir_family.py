@@ -76,7 +76,7 @@ as their start; 3,000 steps at most):
     python train.py --config configs/padir_family.py:bible_en_es,dag --workdir runs/family_bible_en_es_dag
 
 (another teacher: --config.distill.teacher_workdir=DIR --config.init_from=DIR). Result
-(2026-12-01, quiet, benchmarks/padir_family.py with these configs, docs/padir_family.md): the AR
+(2026-12-01, quiet, benchmarks/padir_family.py with these configs, docs/padir_family_bible.md): the AR
 stopped early at 5,000 steps, test BLEU 19.26 greedy (680 pairs), 47 min, 5,159 CPU s; its
 translations 8 min (803 CPU s); the DAG student to its 3,000-step cap, 19.10 with its 5-gram
 beam (0.5:1.0), -0.16 [-0.85, +0.58] against the AR, 62 min, 6,468 CPU s (1.25x): with the
@@ -87,7 +87,7 @@ translations 70 minutes, over the 60-minute budget (at its step-2,250 checkpoint
 outputs 7% short (the brevity penalty is 1.67 of the 2.45); 3 vertices a piece, glancing and
 checkpoint averaging (2026-12-02) do not close it, dropout 0.1 on the student
 (`--config.model.dropout_rate=0.1`) leads it at every evaluation from step 500, unfinished
-(docs/padir_family.md).
+(docs/padir_family_bible.md).
 """
 
 from __future__ import annotations
