@@ -27,7 +27,8 @@ steps), then translates the test split:
   one pass;
 - dag: DA-Transformer's directed acyclic decoder (--dag-upsample vertices per source token),
   no glancing by default (--dag-glancing 0.5:0.3: on the best path, annealed), no dropout
-  (--dag-dropout 0.1: the AR's rate), validated (so early-stopped) by the beam search over
+  (--dag-dropout 0.1: the AR's rate), the AR's decoder depth (--dag-decoder-layers N: N layers
+  over its vertices, the encoder the AR's), validated (so early-stopped) by the beam search over
   translations joined by an n-gram model of the task's training targets (padir.decoding.ngram:
   order --dag-lm-order, default 5), finished translations ranked by their score divided by
   their length to a power; the n-gram weight and that power chosen at every validation from
@@ -193,6 +194,8 @@ def run_config(
       vocab_size=args.vocab_size,
       vocab_path=os.path.join(root, "data", task_dir(task, args.grammar_seed), "spm.model"),
     )
+  if name == "dag" and args.dag_decoder_layers:  # (after the Bible's backbone)
+    c.model.num_decoder_layers = args.dag_decoder_layers
   c.train.update(
     num_train_steps=args.steps,
     stop_at_step=0,
@@ -591,6 +594,12 @@ def main(argv=None) -> int:
     type=float,
     default=0.0,
     help="the DAG's dropout rate (default 0, the PaDIR configs'; the AR trains with 0.1)",
+  )
+  parser.add_argument(
+    "--dag-decoder-layers",
+    type=int,
+    default=0,
+    help="the DAG's decoder layers (default 0: the backbone's, as the AR's)",
   )
   parser.add_argument(
     "--dag-lm-order",

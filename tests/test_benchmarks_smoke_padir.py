@@ -99,3 +99,27 @@ def test_dag_validation_tiny_decodes_the_grid_both_ways_alike_and_prints_the_rat
   assert "every setting's translations the same both ways: True" in out, out
   assert re.search(r"\| a setting at a time \| [\d.]+ \| 1\.00x \| [\d.]+ \|", out), out
   assert re.search(r"\| the grid in one pass \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out), out
+
+
+@pytest.mark.slow  # six tiny training steps compiled (two models, three dropout settings)
+def test_padir_dropout_tiny_prints_each_models_three_settings_and_the_before_now_ratio():
+  out = run_benchmark("padir_dropout.py", "--tiny", timeout=900)
+  for model in ("ar", "dag"):
+    for setting in (
+      "no dropout",
+      "dropout 0.1, xla_default (before)",
+      "dropout 0.1, threefry (now)",
+    ):
+      assert re.search(
+        rf"\| {model} \| {re.escape(setting)} \| [\d.]+ \| [\d.]+x \| [\d.]+ \|", out
+      ), out
+    assert re.search(rf"\| {model} \| no dropout \| [\d.]+ \| 1\.00x \|", out), out
+    assert re.search(rf"{model}: a step with dropout, before / now: [\d.]+x", out), out
+  assert "peak RSS" in out
+
+
+def test_padir_dropout_names_an_unknown_model_in_one_line(capsys):
+  bench = padir_util.benchmark_module("padir_dropout")
+  with pytest.raises(SystemExit):
+    bench.main(["--models", "ar,ctc"])
+  assert "--models: no model 'ctc'; choose from ar, dag" in capsys.readouterr().err

@@ -35,7 +35,8 @@ def _args(**over):
   import argparse
 
   base = dict(dag_upsample=2, ctc_upsample=2.0, pairs=300, tiny=True, grammar_seed=0)
-  base.update(dag_glancing=(0.0, 0.0), dag_dropout=0.0)  # the defaults: no glancing, no dropout
+  # the defaults: no glancing, no dropout, the backbone's decoder depth
+  base.update(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_decoder_layers=0)
   base.update(dag_beam_grid="", dag_lm_weight=1.5, dag_length_norm=1.5)
   base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
   return argparse.Namespace(**{**base, **over})

@@ -115,6 +115,7 @@ def _bench_args(steps: int) -> argparse.Namespace:
     **dict(pairs=60_000, steps=steps, eval_every=250, patience=3, valid_sentences=256),
     **dict(vocab_size=512, dag_upsample=2, ctc_upsample=2.0, grammar_seed=0, tiny=False),
     **dict(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_lm_order=5, dag_lm_weight=1.5),
+    **dict(dag_decoder_layers=0),
     **dict(dag_length_norm=1.5, dag_beam_grid=padir_family.BEAM_GRID),
   )
 
@@ -191,6 +192,13 @@ def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_a
   args.dag_dropout = 0.1
   assert family.run_config("dag", task, root, args).model.dropout_rate == 0.1
   assert family.run_config("ar", task, root, args).model.dropout_rate == 0.0
+  # --dag-decoder-layers reaches the DAG's decoder alone: the AR (the teacher) keeps its depth
+  args.dag_decoder_layers = 2
+  assert family.run_config("dag", task, root, args).model.num_decoder_layers == 2
+  assert (
+    family.run_config("ar", task, root, args).model.num_decoder_layers
+    == ref.model.num_decoder_layers
+  )
 
 
 @pytest.mark.slow  # a tiny DAG student distilled from the session's tiny AR run
