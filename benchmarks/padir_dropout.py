@@ -1,12 +1,12 @@
 """What dropout costs a training step, by its bit generator (model.dropout_rng), side by side in
 one process.
 
-  python benchmarks/padir_dropout.py [--models ar,dag] [--length 48] [--steps 20] [--repeats 3]
+  python benchmarks/padir_dropout.py [--models ar,dag,dag:2] [--length 48] [--steps 20] [--repeats 3]
   python benchmarks/padir_dropout.py --tiny        # a tiny model: a smoke run
 
 For each model of the reordering family (configs/padir_family.py's sov config: 3+3 layers,
 d = 128, B = 64; "ar" the reference, "dag" DA-Transformer's decoder over 2 vertices a source
-token) the jitted training step (padir.training.loop.make_steps, the loop's own) runs on a batch
+token; "dag:N" the same with N decoder layers, the encoder's 3 kept) the jitted training step (padir.training.loop.make_steps, the loop's own) runs on a batch
 of random pieces, source and target --length long (the family pads a batch to its longest
 pair, 40-56 pieces on sov), in three settings:
 - no dropout (the PaDIR configs' default);
@@ -18,7 +18,8 @@ each, so a load that comes and goes falls on every row alike; each row's time is
 over its turns of the mean step. Columns: seconds a step, the ratio to the model's no-dropout
 row (what dropout costs), and XLA's compiled temporary memory of the step (its peak working
 set beside the state). The masks themselves are checked in tests/padir/test_padir_dropout.py
-(the same dropout either way). Time it on a quiet machine.
+(the same dropout either way). A last line compares each DAG's step without dropout to the
+AR's with it, as the family trains them. Time it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -48,12 +49,24 @@ SETTINGS = (  # name, dropout rate, generator
 )
 
 
+def parse_model(spec: str) -> tuple[str, int]:
+  """ "ar", "dag" or "dag:N" -> (the family's model, decoder layers; 0: the backbone's)."""
+  name, _, layers = spec.partition(":")
+  if name not in ("ar", "dag") or (layers and (name != "dag" or not layers.isdigit())):
+    raise ValueError(f"--models: no model {spec!r}; choose from ar, dag, dag:N (N decoder layers)")
+  return name, int(layers or 0)
+
+
 def config_of(model: str, rate: float, rng: str, length: int, tiny: bool):
-  c = padir_family.get_config(f"sov,{model}")
+  name, layers = parse_model(model)
+  c = padir_family.get_config(f"sov,{name}")
   c.model.update(dropout_rate=rate, dropout_rng=rng)
+  if layers:
+    c.model.num_decoder_layers = layers
   c.data.update(max_source_length=length, max_target_length=length, vocab_size=267)
   if tiny:
-    c.model.update(num_encoder_layers=1, num_decoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+    c.model.update(num_encoder_layers=1, num_heads=2, d_model=16, d_ff=32)
+    c.model.num_decoder_layers = min(c.model.num_decoder_layers, 2)
     c.train.batch_size = 4
   return c
 
@@ -111,16 +124,20 @@ class Row:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--models", default="ar,dag", help="of the family: ar, dag (default both)")
+  parser.add_argument(
+    "--models", default="ar,dag", help="of the family: ar, dag, dag:N (N decoder layers)"
+  )
   parser.add_argument("--length", type=int, default=48, help="pieces a source and a target")
   parser.add_argument("--steps", type=int, default=20, help="steps a row runs a turn")
   parser.add_argument("--repeats", type=int, default=3, help="turns, round-robin over the rows")
   parser.add_argument("--tiny", action="store_true", help="a tiny model, few steps: a smoke run")
   args = parser.parse_args(argv)
   models = [m.strip() for m in args.models.split(",") if m.strip()]
-  bad = [m for m in models if m not in ("ar", "dag")]
-  if bad:
-    parser.error(f"--models: no model {bad[0]!r}; choose from ar, dag")
+  for m in models:
+    try:
+      parse_model(m)
+    except ValueError as e:
+      parser.error(str(e))
   if args.tiny:
     args.length, args.steps, args.repeats = 8, 2, 2
   rows = [Row(m, s, args.length, args.tiny) for m in models for s in SETTINGS]
@@ -157,6 +174,14 @@ def main(argv=None) -> int:
       f"{m}: a step with dropout, before / now: "
       f"{np.median(before.times) / np.median(now.times):.2f}x"
     )
+  if "ar" in models:  # the family trains the AR with dropout 0.1 and the DAG without
+    ar = np.median(next(r for r in rows if r.model == "ar" and "now" in r.name).times)
+    for m in models:
+      if m != "ar":
+        dag = np.median(next(r for r in rows if r.model == m and r.name == "no dropout").times)
+        print(
+          f"at the family's defaults (AR dropout 0.1, threefry; {m} none): {m} / ar {dag / ar:.2f}x"
+        )
   print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
   return 0
 

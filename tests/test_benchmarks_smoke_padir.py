@@ -103,8 +103,8 @@ def test_dag_validation_tiny_decodes_the_grid_both_ways_alike_and_prints_the_rat
 
 @pytest.mark.slow  # six tiny training steps compiled (two models, three dropout settings)
 def test_padir_dropout_tiny_prints_each_models_three_settings_and_the_before_now_ratio():
-  out = run_benchmark("padir_dropout.py", "--tiny", timeout=900)
-  for model in ("ar", "dag"):
+  out = run_benchmark("padir_dropout.py", "--tiny", "--models", "ar,dag,dag:1", timeout=900)
+  for model in ("ar", "dag", "dag:1"):
     for setting in (
       "no dropout",
       "dropout 0.1, xla_default (before)",
@@ -115,6 +115,8 @@ def test_padir_dropout_tiny_prints_each_models_three_settings_and_the_before_now
       ), out
     assert re.search(rf"\| {model} \| no dropout \| [\d.]+ \| 1\.00x \|", out), out
     assert re.search(rf"{model}: a step with dropout, before / now: [\d.]+x", out), out
+  for model in ("dag", "dag:1"):
+    assert re.search(rf"\({model} none\): {model} / ar [\d.]+x", out), out
   assert "peak RSS" in out
 
 
@@ -122,4 +124,9 @@ def test_padir_dropout_names_an_unknown_model_in_one_line(capsys):
   bench = padir_util.benchmark_module("padir_dropout")
   with pytest.raises(SystemExit):
     bench.main(["--models", "ar,ctc"])
-  assert "--models: no model 'ctc'; choose from ar, dag" in capsys.readouterr().err
+  assert "--models: no model 'ctc'; choose from ar, dag, dag:N" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    bench.main(["--models", "ar:2"])
+  assert "--models: no model 'ar:2'" in capsys.readouterr().err
+  assert bench.parse_model("dag:2") == ("dag", 2) and bench.parse_model("ar") == ("ar", 0)
+  assert bench.config_of("dag:2", 0.1, "threefry", 48, False).model.num_decoder_layers == 2
