@@ -391,7 +391,8 @@ def _train_config(dtype: str):
 
 def training_step(config, mesh: dict | None, params: str = "logical"):
   """padir.training.loop's jitted step as a pure function of (state, batch, key, dropout_key), its
-  arguments (ShapeDtypeStructs sharded by padir.training.sharding's `params` rule on an abstract mesh)."""
+  arguments (ShapeDtypeStructs sharded by padir.training.sharding's `params` rule on an abstract mesh).
+  The dropout key is an rbg key, as the loop's (its data seeds XLA's bit generator)."""
   from padir.model import transformer as model_lib
   from padir.training import loop as training
   from padir.training import optim
@@ -426,7 +427,7 @@ def training_step(config, mesh: dict | None, params: str = "logical"):
   }
   if mesh is not None:
     batch = {k: split(v, mesh) for k, v in batch.items()}
-  keys = tuple(jax.ShapeDtypeStruct((), key().dtype) for _ in range(2))
+  keys = tuple(jax.ShapeDtypeStruct((), k.dtype) for k in (key(), jax.random.key(0, impl="rbg")))
   if mesh is not None:
     keys = tuple(lowering.shaped(k, _sharding(mesh)) for k in keys)
   return jax.jit(step, donate_argnums=0), (state, batch, *keys), {}
@@ -440,6 +441,22 @@ for _dtype in ("float32", "bfloat16"):
       _dtype,
       DATA_MODEL,
     )(lambda d=_dtype, p=_params: training_step(_train_config(d), DATA_MODEL, p))
+
+
+def _ar_dropout_config():
+  """The AR baseline's step as the family trains it: dropout 0.1, a layer's masks from one draw
+  of XLA's bit generator at its ThreeFry algorithm (model.dropout_rng)."""
+  c = _train_config("bfloat16")
+  c.model.update(decoder="ar", dropout_rate=0.1, dropout_rng="threefry")
+  return c
+
+
+path(
+  PADIR_PATHS,
+  "padir: AR training step, dropout 0.1 (ThreeFry masks), logical sharding, bfloat16",
+  "bfloat16",
+  DATA_MODEL,
+)(lambda: training_step(_ar_dropout_config(), DATA_MODEL))
 
 
 @functools.cache

@@ -30,6 +30,18 @@ def test_path_lowers_for_cuda_and_tpu(p):
   assert sum(report.dots.values()) > 0 or p.name.startswith("ising"), (p.name, report.dots)
 
 
+def test_the_ar_dropout_step_draws_every_mask_from_xlas_threefry_generator():
+  """On CUDA and TPU too, every dropout mask of the AR step (its two embeddings', one draw per
+  layer: 4 in the path's 1+1 layers) comes from XLA's bit generator at ThreeFry, none at the
+  backend's default algorithm (model.dropout_rng)."""
+  import re
+
+  (p,) = [p for p in PATHS if p.name.startswith("padir: AR training step, dropout")]
+  fn, args, kwargs = p.build()
+  text = jax.export.export(fn, platforms=lowering.PLATFORMS)(*args, **kwargs).mlir_module()
+  assert re.findall(r"rng_bit_generator %\S+, algorithm = (\w+)", text) == ["THREE_FRY"] * 4
+
+
 def test_the_docs_table_lists_every_path():
   text = TABLE.read_text()
   missing = [p.name for p in PATHS if f"| {p.name} |" not in text]

@@ -104,10 +104,11 @@ class ModelConfig:
   # "site": each dropout site draws its own (nnx.Dropout; the masks of runs before this option).
   # Both drop each element independently with probability dropout_rate.
   dropout_draw: Literal["layer", "site"] = "layer"  # one of DROPOUT_DRAWS
-  # With dropout_draw "layer", the bit generator of the draw (DROPOUT_RNGS): "threefry", XLA's
-  # RngBitGenerator with its ThreeFry algorithm on the stream's key; "xla_default", the same op
-  # at XLA's default algorithm (jax.random.bits of an rbg key; Philox on a CPU, where it costs
-  # 5x ThreeFry's cycles: the masks of runs before this option). The same dropout either way.
+  # With dropout_draw "layer", the bit generator of the draws (a layer's, the embeddings';
+  # DROPOUT_RNGS): "threefry", XLA's RngBitGenerator with its ThreeFry algorithm on the
+  # stream's key; "xla_default", the same op at XLA's default algorithm (jax.random.bits of an
+  # rbg key; Philox on a CPU, where it costs 5x ThreeFry's cycles: the masks of runs before this
+  # option, the embeddings' by nnx.Dropout). The same dropout either way.
   dropout_rng: Literal["threefry", "xla_default"] = "threefry"
 
   @classmethod
@@ -655,8 +656,13 @@ class Transformer(nnx.Module):
       self.dag_links = dag_links.LinkHead(cfg.d_model, cfg.num_heads, rngs=rngs)
 
   def _embed(self, tokens_BL: Array, pos_LD: Array) -> Array:
-    x_BLD = self.embed_VD[...][tokens_BL] + pos_LD[None]
-    return self.dropout(x_BLD.astype(self.cfg.compute_dtype))
+    """Embeddings plus positions, through dropout: with a draw a layer at the ThreeFry generator,
+    a mask of that draw (dropout_bits); else nnx.Dropout's own (XLA's default generator)."""
+    x_BLD = (self.embed_VD[...][tokens_BL] + pos_LD[None]).astype(self.cfg.compute_dtype)
+    if self.cfg.dropout_draw == "layer" and self.cfg.dropout_rng == "threefry":
+      keep = draw_dropout(self.dropout, x_BLD.shape, rng="threefry")
+      return dropped(self.dropout, x_BLD, None if keep is None else keep[0])
+    return self.dropout(x_BLD)
 
   def encode(self, inputs_BL: Array) -> tuple[Array, Array]:
     """inputs [B, L<=max_source_length] -> states [B, S=L+1, D] ([LEN] first), mask [B, S]."""
