@@ -116,7 +116,7 @@ def test_padir_dropout_tiny_prints_each_models_three_settings_and_the_before_now
     assert re.search(rf"\| {model} \| no dropout \| [\d.]+ \| 1\.00x \|", out), out
     assert re.search(rf"{model}: a step with dropout, before / now: [\d.]+x", out), out
   for model in ("dag", "dag:1"):
-    assert re.search(rf"\({model} none\): {model} / ar [\d.]+x", out), out
+    assert re.search(rf"; {model} none\): {model} / ar [\d.]+x", out), out
   assert "peak RSS" in out
 
 
