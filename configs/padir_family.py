@@ -64,6 +64,14 @@ sov_long (30-40 words; 2026-11-30, `--models ar,dag --dag-glancing 0.5:0.3 --tas
 both to the 4,000-step cap, unconverged; AR greedy 80.04, the DAG (beam 1.0:1.5) 78.05, -1.99
 [-2.89, -1.10]; a quiet step 2.67 s (AR) and 3.38 s (DAG with glancing), so about 3 and 3.8
 hours: over the 60-minute budget on this CPU (a measured ceiling, docs/padir_family.md).
+Against today's AR (its dropout masks from XLA's ThreeFry generator since 2026-12-07, a step
+1.32x cheaper than in the runs above), a fresh draw (`python benchmarks/padir_family.py
+--workdir runs/padir_family --patience 3 --steps 4000 --models ar,dag --tasks vso
+--grammar-seed 2`, the AR alone): the AR 2,500 steps (early stop), 99.88, 28 min, 2,932 CPU s;
+the DAG 2,750 steps, 99.62, -0.26 [-0.47, -0.05], about 1.5x the AR's CPU (beside other
+jobs); the DAG with one decoder layer (--config.model.num_decoder_layers=1,
+`--dag-decoder-layers 1` there) 3,750 steps, 99.26, -0.62 [-0.95, -0.33], and at step 3,250,
+0.99x the AR's CPU, -0.63 [-0.96, -0.34] (docs/padir_family.md).
 
 The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
 config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
