@@ -77,7 +77,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.dropout_draw = "layer"
   # The bit generator of a layer's draw: "threefry" (XLA's RngBitGenerator, ThreeFry), or
   # "xla_default" (its default algorithm, Philox on a CPU: the masks of runs before this key,
-  # 5x the cycles; on the family's AR step a third of it, docs/padir_training.md).
+  # 3x the time; on the family's AR step two fifths of it, docs/padir_training.md).
   config.model.dropout_rng = "threefry"
 
   config.loss = ml_collections.ConfigDict()

@@ -107,7 +107,7 @@ class ModelConfig:
   # With dropout_draw "layer", the bit generator of the draws (a layer's, the embeddings';
   # DROPOUT_RNGS): "threefry", XLA's RngBitGenerator with its ThreeFry algorithm on the
   # stream's key; "xla_default", the same op at XLA's default algorithm (jax.random.bits of an
-  # rbg key; Philox on a CPU, where it costs 5x ThreeFry's cycles: the masks of runs before this
+  # rbg key; Philox on a CPU, where it costs 3x ThreeFry's time: the masks of runs before this
   # option, the embeddings' by nnx.Dropout). The same dropout either way.
   dropout_rng: Literal["threefry", "xla_default"] = "threefry"
 
@@ -196,7 +196,7 @@ def dropout_bits(key: Array, n: int, rng: str = "threefry") -> Array:
   """n random uint32 words from `key` (a typed key of any implementation). "threefry": XLA's
   RngBitGenerator with its ThreeFry algorithm, seeded by the key's data (zero-padded to the
   op's 4 words); "xla_default": jax.random.bits (an rbg key's bits: the same op at XLA's default
-  algorithm, Philox on a CPU, ~5x the cycles a word there: docs/padir_training.md)."""
+  algorithm, Philox on a CPU, ~3x the time a word there: docs/padir_training.md)."""
   if rng == "xla_default":
     return jax.random.bits(key, (n,), jnp.uint32)
   if rng != "threefry":
