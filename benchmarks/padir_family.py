@@ -15,7 +15,8 @@ _ar.py: d = 256, an 8k vocabulary, pairs of at most 64 pieces, batches by length
 PaDIR models distilled, as on real text they must be: trained on the task's AR run's
 translations of the training sources (its 2-beam search, made once to
 WORKDIR/data/TASK_distilled, after the AR has stopped: --models lists ar first) and
-warm-started from it (padir.training.warm_start).
+warm-started from it (padir.training.warm_start); --distill-beams N (not 2) translates with N
+beams instead, to WORKDIR/data/TASK_distilled_bN, the students then in WORKDIR/TASK/MODEL_bN.
 Every model trains from the synthetic configs' backbone (configs/padir_synthetic.py: 3+3 layers,
 d = 128) in WORKDIR/TASK/MODEL, with early stopping on validation BLEU
 (train.early_stopping_patience = --patience, evaluations every --eval-every steps, at most --steps
@@ -235,7 +236,7 @@ def run_config(
   if task not in BIBLE:
     fit_lengths(c, tok)
   elif name != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
-    c = distill.student_config(c, distilled(c, task, root))
+    c = distill.student_config(c, distilled(c, task, root, args.distill_beams))
     c.init_from = teacher_dir(task, root)
   return c
 
@@ -253,10 +254,25 @@ def teacher_dir(task: str, root: str) -> str:
   return os.path.join(root, task, "ar")
 
 
-def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
-  """The Bible task's corpus with the AR run's translations of its training sources as targets
-  (valid and test copied), made once to root/data/TASK_distilled; the AR must have stopped."""
-  out = os.path.join(root, "data", f"{task}_distilled")
+def distill_suffix(beams: int) -> str:
+  """What names a Bible student's corpus and run directory after its teacher's beams: nothing
+  for the Bible students' 2 (configs/padir_bible_en_es_distill.py), else "_bN"."""
+  default = padir_bible_en_es_distill.get_config().distill.beam_size
+  return "" if beams == default else f"_b{beams}"
+
+
+def model_dir(name: str, task: str, root: str, args: argparse.Namespace) -> str:
+  """WORKDIR/TASK/MODEL, a Bible student's directory named after its teacher's beams too."""
+  if task in BIBLE and name != "ar":
+    name += distill_suffix(args.distill_beams)
+  return os.path.join(root, task_dir(task, args.grammar_seed), name)
+
+
+def distilled(c: ml_collections.ConfigDict, task: str, root: str, beams: int) -> str:
+  """The Bible task's corpus with the AR run's translations (`beams`-beam search) of its training
+  sources as targets (valid and test copied), made once to root/data/TASK_distilled[_bN]; the AR
+  must have stopped."""
+  out = os.path.join(root, "data", f"{task}_distilled{distill_suffix(beams)}")
   if os.path.isfile(os.path.join(out, distill.MANIFEST)):
     return out
   teacher = teacher_dir(task, root)
@@ -267,19 +283,19 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str) -> str:
     )
   wall, cpu = time.time(), throughput.process_cpu_seconds()
   d = c.data
-  dc = padir_bible_en_es_distill.get_config().distill  # the Bible students' settings (2 beams)
+  dc = padir_bible_en_es_distill.get_config().distill  # the Bible students' settings
   distill.distill_corpus(
     teacher,
     d.corpus_dir,
     out,
     source_lang=d.source_lang,
     target_lang=d.target_lang,
-    beam_size=dc.beam_size,
+    beam_size=beams,
     length_penalty=dc.length_penalty,
     batch_size=dc.batch_size,
   )
   print(
-    f"{task}: the AR's translations of the training sources made in "
+    f"{task}: the AR's {beams}-beam translations of the training sources made in "
     f"{time.time() - wall:.0f} s ({throughput.process_cpu_seconds() - cpu:.0f} CPU s) to {out}",
     flush=True,
   )
@@ -404,7 +420,7 @@ def run_model(name: str, task: str, root: str, args: argparse.Namespace) -> list
   Each row's translations are kept beside the run (test_hypotheses[_beam|_beam_lm].txt) for the
   error analysis."""
   config = run_config(name, task, root, args)
-  workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
+  workdir = model_dir(name, task, root, args)
   timing = train(config, workdir)
   strategies = ["lookahead", "beam"] if name == "dag" else ["lookahead"]  # (a DAG's only)
   return decode_rows(name, task, workdir, timing, strategies, args)
@@ -517,7 +533,7 @@ def at_ar_cpu_rows(
   that budget, or had saved no checkpoint by then."""
   if final.cpu <= ar.cpu:
     return []
-  workdir = os.path.join(root, task_dir(task, args.grammar_seed), name)
+  workdir = model_dir(name, task, root, args)
   steps = [s for s in restore.checkpoint_steps(workdir) if final.cpu_at(s) <= ar.cpu]
   if not steps:
     return []
@@ -625,6 +641,13 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"
   )
+  parser.add_argument(
+    "--distill-beams",
+    type=int,
+    default=2,
+    help="the Bible students learn from their AR teacher's translations with this many beams "
+    "(default 2; another makes WORKDIR/data/TASK_distilled_bN and MODEL_bN run directories)",
+  )
   parser.add_argument("--resamples", type=int, default=1000)
   parser.add_argument(
     "--grammar-seed",
@@ -651,6 +674,8 @@ def main(argv=None) -> int:
     parser.error(
       f"--tasks {unknown[0]!r}: not a task; one of {', '.join([*grammar.FAMILY, *BIBLE])}"
     )
+  if args.distill_beams < 1:
+    parser.error(f"--distill-beams {args.distill_beams}: the teacher needs at least 1 beam")
   models = [m for m in args.models.split(",") if m]
   with tempfile.TemporaryDirectory() as scratch:
     root = args.workdir or scratch

@@ -39,6 +39,7 @@ def _args(**over):
   base.update(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_decoder_layers=0)
   base.update(dag_beam_grid="", dag_lm_weight=1.5, dag_length_norm=1.5)
   base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
+  base.update(distill_beams=2)  # the Bible students' teacher: 2 beams
   return argparse.Namespace(**{**base, **over})
 
 
@@ -223,7 +224,8 @@ def test_a_bible_student_learns_from_its_ars_translations_and_starts_from_its_we
 ):
   """On a Bible task the PaDIR models train on the task's AR run's 2-beam translations of the
   training sources (valid and test are the corpus's own) and warm-start from its weights; before
-  the AR has finished they are refused in one line."""
+  the AR has finished they are refused in one line. --distill-beams 3 makes the teacher's
+  3-beam translations another corpus beside, its students' run directories named after it."""
   import json
   import shutil
 
@@ -258,3 +260,14 @@ def test_a_bible_student_learns_from_its_ars_translations_and_starts_from_its_we
   assert record["run"] == f"{root}/bible_en_es/ar" and "embed_VD" in record["copied"]
   assert [r.task for r in rows] == ["bible_en_es"] * 2 and ar.task == "bible_en_es"
   assert all(len(r.hypotheses) == len(read(toy_corpus, "test")) for r in rows)
+  two_beams, args.distill_beams = want, 3
+  three = family.run_config("dag", "bible_en_es", root, args)
+  assert three.data.corpus_dir == f"{root}/data/bible_en_es_distilled_b3"
+  targets, _ = distill.translate_sources(
+    teacher, tok, sources, beam_size=3, length_penalty=0.6, batch_size=64
+  )
+  want = [(s, t) for s, t in zip(sources, targets) if t is not None]
+  assert read(three.data.corpus_dir, "train") == want != two_beams  # (3 beams find others)
+  assert family.model_dir("dag", "bible_en_es", root, args) == f"{root}/bible_en_es/dag_b3"
+  assert family.model_dir("ar", "bible_en_es", root, args) == f"{root}/bible_en_es/ar"
+  assert read(config.data.corpus_dir, "train") == two_beams  # kept as it was
