@@ -97,7 +97,11 @@ checkpoint averaging (2026-12-02) do not close it. With dropout 0.1 on the stude
 (`--config.model.dropout_rate=0.1`; 2026-12-07, quiet, a slower machine: `--dag-dropout 0.1
 --steps 2500` there, the AR retrained to the same 23.64 in 58 min, 6,596 CPU s): to its
 2,500-step cap, 60 min, 6,721 CPU s (1.02x), 21.43, -2.21 [-3.00, -1.39]; at step 2,250
-(0.92x) -2.21 [-3.00, -1.42] (docs/padir_family_bible.md).
+(0.92x) -2.21 [-3.00, -1.42]. On the teacher's 5-beam translations (--config.distill.beam_size=5
+--config.distill.corpus_dir=data/bible_es_en_family_distilled_b5; the benchmark's
+--distill-beams 5; 49 min of translation, 2,859 CPU s, beside the test suite):
+61 min, 6,741 CPU s (1.02x), 21.73, -1.91 [-2.64, -1.17]; at step 2,250 (0.92x) -1.93
+[-2.64, -1.16] (docs/padir_family_bible.md).
 """
 
 from __future__ import annotations
