@@ -254,11 +254,13 @@ def teacher_dir(task: str, root: str) -> str:
   return os.path.join(root, task, "ar")
 
 
+DISTILL_BEAMS = padir_bible_en_es_distill.get_config().distill.beam_size  # the Bible students' 2
+
+
 def distill_suffix(beams: int) -> str:
   """What names a Bible student's corpus and run directory after its teacher's beams: nothing
-  for the Bible students' 2 (configs/padir_bible_en_es_distill.py), else "_bN"."""
-  default = padir_bible_en_es_distill.get_config().distill.beam_size
-  return "" if beams == default else f"_b{beams}"
+  for the Bible students' DISTILL_BEAMS (configs/padir_bible_en_es_distill.py), else "_bN"."""
+  return "" if beams == DISTILL_BEAMS else f"_b{beams}"
 
 
 def model_dir(name: str, task: str, root: str, args: argparse.Namespace) -> str:
@@ -644,9 +646,9 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--distill-beams",
     type=int,
-    default=2,
+    default=DISTILL_BEAMS,
     help="the Bible students learn from their AR teacher's translations with this many beams "
-    "(default 2; another makes WORKDIR/data/TASK_distilled_bN and MODEL_bN run directories)",
+    f"(default {DISTILL_BEAMS}; another makes WORKDIR/data/TASK_distilled_bN and MODEL_bN run directories)",
   )
   parser.add_argument("--resamples", type=int, default=1000)
   parser.add_argument(
