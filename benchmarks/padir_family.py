@@ -16,7 +16,9 @@ PaDIR models distilled, as on real text they must be: trained on the task's AR r
 translations of the training sources (its 2-beam search, made once to
 WORKDIR/data/TASK_distilled, after the AR has stopped: --models lists ar first) and
 warm-started from it (padir.training.warm_start); --distill-beams N (not 2) translates with N
-beams instead, to WORKDIR/data/TASK_distilled_bN, the students then in WORKDIR/TASK/MODEL_bN.
+beams instead, to WORKDIR/data/TASK_distilled_bN, the students then in WORKDIR/TASK/MODEL_bN;
+--distill-refs mixes the references in (distill.mix_references: TASK_distilled[_bN]_refs,
+MODEL[_bN]_refs).
 Every model trains from the synthetic configs' backbone (configs/padir_synthetic.py: 3+3 layers,
 d = 128) in WORKDIR/TASK/MODEL, with early stopping on validation BLEU
 (train.early_stopping_patience = --patience, evaluations every --eval-every steps, at most --steps
@@ -236,7 +238,10 @@ def run_config(
   if task not in BIBLE:
     fit_lengths(c, tok)
   elif name != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
-    c = distill.student_config(c, distilled(c, task, root, args.distill_beams))
+    corpus = distilled(c, task, root, args.distill_beams)
+    if args.distill_refs:
+      corpus = with_references(c, corpus)
+    c = distill.student_config(c, corpus)
     c.init_from = teacher_dir(task, root)
   return c
 
@@ -266,7 +271,7 @@ def distill_suffix(beams: int) -> str:
 def model_dir(name: str, task: str, root: str, args: argparse.Namespace) -> str:
   """WORKDIR/TASK/MODEL, a Bible student's directory named after its teacher's beams too."""
   if task in BIBLE and name != "ar":
-    name += distill_suffix(args.distill_beams)
+    name += distill_suffix(args.distill_beams) + ("_refs" if args.distill_refs else "")
   return os.path.join(root, task_dir(task, args.grammar_seed), name)
 
 
@@ -301,6 +306,19 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str, beams: int) ->
     f"{time.time() - wall:.0f} s ({throughput.process_cpu_seconds() - cpu:.0f} CPU s) to {out}",
     flush=True,
   )
+  return out
+
+
+def with_references(c: ml_collections.ConfigDict, distilled_dir: str) -> str:
+  """The distilled corpus with the task's references mixed in (distill.mix_references), made
+  once beside it as distilled_dir + "_refs"."""
+  out = distilled_dir.rstrip("/") + "_refs"
+  if not os.path.isfile(os.path.join(out, distill.MANIFEST)):
+    d = c.data
+    m = distill.mix_references(
+      distilled_dir, d.corpus_dir, out, source_lang=d.source_lang, target_lang=d.target_lang
+    )["references_mixed"]
+    print(f"{out}: {m['distilled']} teacher translations and {m['references']} references")
   return out
 
 
@@ -649,6 +667,12 @@ def main(argv=None) -> int:
     default=DISTILL_BEAMS,
     help="the Bible students learn from their AR teacher's translations with this many beams "
     f"(default {DISTILL_BEAMS}; another makes WORKDIR/data/TASK_distilled_bN and MODEL_bN run directories)",
+  )
+  parser.add_argument(
+    "--distill-refs",
+    action="store_true",
+    help="the Bible students learn from the teacher's translations and the references both "
+    "(WORKDIR/data/TASK_distilled[_bN]_refs, MODEL[_bN]_refs run directories)",
   )
   parser.add_argument("--resamples", type=int, default=1000)
   parser.add_argument(

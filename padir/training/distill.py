@@ -244,17 +244,67 @@ def distill_corpus(
     )
     manifest["splits"][split] = {"copied": True}
   shutil.copyfile(tok.path, os.path.join(tmp, VOCABULARY))
+  _publish(tmp, out_dir, manifest)
+  for split in distill_splits:
+    for path in _partial_paths(out_dir, split):
+      if os.path.exists(path):
+        os.remove(path)
+  return manifest
+
+
+def mix_references(
+  distilled_dir: str,
+  corpus_dir: str,
+  out_dir: str,
+  *,
+  source_lang: str,
+  target_lang: str,
+  split: str = "train",
+) -> dict[str, Any]:
+  """A distilled corpus with the references mixed in: out_dir/{split}.tsv holds the teacher's
+  translations of distilled_dir and then every pair of corpus_dir's own split (each source
+  twice, once with each target: the raw-data prior of Ding et al. 2021 beside the teacher's
+  outputs), the other splits, the vocabulary and the manifest copied from distilled_dir, the
+  manifest gaining "references_mixed" (how many pairs came from each side). The loader
+  shuffles every epoch, so the order on disk is no curriculum. Written beside out_dir, then
+  renamed: whole or not at all."""
+  manifest_path = os.path.join(distilled_dir, MANIFEST)
+  if not os.path.isfile(manifest_path):
+    raise FileNotFoundError(
+      f"{distilled_dir} holds no distilled corpus ({MANIFEST} missing): distill it first "
+      "(distill_corpus), then mix the references in"
+    )
+  with open(manifest_path, encoding="utf-8") as f:
+    manifest = json.load(f)
+  distilled = data.read_split(distilled_dir, split, source_lang, target_lang)
+  references = data.read_split(corpus_dir, split, source_lang, target_lang)
+  tmp = out_dir.rstrip("/") + f".tmp{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  _write_tsv(os.path.join(tmp, f"{split}.tsv"), [*distilled, *references])
+  for name in os.listdir(distilled_dir):
+    if (name.endswith(".tsv") and name != f"{split}.tsv") or name == VOCABULARY:
+      shutil.copyfile(os.path.join(distilled_dir, name), os.path.join(tmp, name))
+  manifest["references_mixed"] = {
+    "split": split,
+    "distilled": len(distilled),
+    "references": len(references),
+    "reference_corpus": os.path.abspath(corpus_dir),
+    "distilled_corpus": os.path.abspath(distilled_dir),
+  }
+  _publish(tmp, out_dir, manifest)
+  return manifest
+
+
+def _publish(tmp: str, out_dir: str, manifest: dict[str, Any]) -> None:
+  """The manifest written into the scratch directory tmp, then tmp renamed to out_dir (one
+  already there replaced): the corpus appears whole or not at all."""
   with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
     json.dump(manifest, f, indent=2)
   if os.path.exists(out_dir):
     shutil.rmtree(out_dir)
   os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
   os.replace(tmp, out_dir)
-  for split in distill_splits:
-    for path in _partial_paths(out_dir, split):
-      if os.path.exists(path):
-        os.remove(path)
-  return manifest
 
 
 def _partial_paths(out_dir: str, split: str) -> tuple[str, str]:

@@ -130,6 +130,44 @@ def test_missing_teacher_checkpoint_is_a_clear_error(corpus_dir, tmp_path):
   assert not os.path.exists(tmp_path / "out")
 
 
+def test_mixed_references_hold_each_source_with_the_teachers_target_and_its_reference(
+  corpus_dir, tmp_path
+):
+  """mix_references: the training split is the distilled pairs and then the corpus's own, every
+  one once (counted against both files read independently); valid, test and the vocabulary are
+  the distilled corpus's byte for byte; the manifest counts both sides."""
+  distilled_dir = tmp_path / "distilled"
+  os.makedirs(distilled_dir)
+  refs = data.read_split(corpus_dir, "train", "en", "es")
+  teacher_pairs = [(s, t.upper()) for s, t in refs[:-3]]  # stand-ins for translations, 3 dropped
+  with open(distilled_dir / "train.tsv", "w", encoding="utf-8") as f:
+    f.writelines(f"{s}\t{t}\n" for s, t in teacher_pairs)
+  for split in ("valid", "test"):
+    (distilled_dir / f"{split}.tsv").write_bytes(open(f"{corpus_dir}/{split}.tsv", "rb").read())
+  (distilled_dir / distill.VOCABULARY).write_bytes(b"not a real model")
+  (distilled_dir / distill.MANIFEST).write_text(json.dumps({"beam_size": 5}))
+  out = tmp_path / "mixed"
+  with pytest.raises(FileNotFoundError, match="holds no distilled corpus.*distill it first"):
+    distill.mix_references(
+      str(corpus_dir), str(corpus_dir), str(out), source_lang="en", target_lang="es"
+    )
+  assert not out.exists()
+  manifest = distill.mix_references(
+    str(distilled_dir), corpus_dir, str(out), source_lang="en", target_lang="es"
+  )
+  mixed = data.read_split(str(out), "train", "en", "es")
+  assert mixed == teacher_pairs + refs
+  assert len(set(s for s, _ in mixed)) == len(set(s for s, _ in refs))
+  for name in ("valid.tsv", "test.tsv", distill.VOCABULARY):
+    assert (out / name).read_bytes() == (distilled_dir / name).read_bytes()
+  with open(out / distill.MANIFEST, encoding="utf-8") as f:
+    written = json.load(f)
+  assert written == manifest and written["beam_size"] == 5
+  assert written["references_mixed"]["distilled"] == len(refs) - 3
+  assert written["references_mixed"]["references"] == len(refs)
+  assert sorted(os.listdir(tmp_path)) == ["distilled", "mixed"]  # no scratch directory left
+
+
 @pytest.mark.slow  # trains the teacher, compiles the student's (NAR) training step
 def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teacher, tmp_path):
   c = _shrink(padir_bible_en_es_distill.get_config(), corpus_dir)

@@ -39,7 +39,7 @@ def _args(**over):
   base.update(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_decoder_layers=0)
   base.update(dag_beam_grid="", dag_lm_weight=1.5, dag_length_norm=1.5)
   base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
-  base.update(distill_beams=2)  # the Bible students' teacher: 2 beams
+  base.update(distill_beams=2, distill_refs=False)  # the Bible students' teacher: 2 beams
   return argparse.Namespace(**{**base, **over})
 
 
@@ -271,3 +271,9 @@ def test_a_bible_student_learns_from_its_ars_translations_and_starts_from_its_we
   assert family.model_dir("dag", "bible_en_es", root, args) == f"{root}/bible_en_es/dag_b3"
   assert family.model_dir("ar", "bible_en_es", root, args) == f"{root}/bible_en_es/ar"
   assert read(config.data.corpus_dir, "train") == two_beams  # kept as it was
+  args.distill_refs = True  # the 3-beam translations, then the references
+  mixed = family.run_config("dag", "bible_en_es", root, args)
+  assert mixed.data.corpus_dir == f"{root}/data/bible_en_es_distilled_b3_refs"
+  assert read(mixed.data.corpus_dir, "train") == want + read(toy_corpus, "train")
+  assert family.model_dir("dag", "bible_en_es", root, args) == f"{root}/bible_en_es/dag_b3_refs"
+  assert mixed.data.vocab_path == f"{root}/data/bible_en_es_distilled_b3_refs/teacher_spm.model"

@@ -115,7 +115,7 @@ def _bench_args(steps: int) -> argparse.Namespace:
     **dict(pairs=60_000, steps=steps, eval_every=250, patience=3, valid_sentences=256),
     **dict(vocab_size=512, dag_upsample=2, ctc_upsample=2.0, grammar_seed=0, tiny=False),
     **dict(dag_glancing=(0.0, 0.0), dag_dropout=0.0, dag_lm_order=5, dag_lm_weight=1.5),
-    **dict(dag_decoder_layers=0, distill_beams=2),
+    **dict(dag_decoder_layers=0, distill_beams=2, distill_refs=False),
     **dict(dag_length_norm=1.5, dag_beam_grid=padir_family.BEAM_GRID),
   )
 
