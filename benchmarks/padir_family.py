@@ -239,8 +239,11 @@ def run_config(
     fit_lengths(c, tok)
   elif name != "ar":  # the PaDIR models learn from the AR teacher's translations, from its weights
     corpus = distilled(c, task, root, args.distill_beams)
-    if args.distill_refs:
-      corpus = with_references(c, corpus)
+    if args.distill_refs:  # (distill.mix_references: the references beside the translations)
+      d = c.data
+      corpus = distill.with_references(
+        corpus, d.corpus_dir, source_lang=d.source_lang, target_lang=d.target_lang
+      )
     c = distill.student_config(c, corpus)
     c.init_from = teacher_dir(task, root)
   return c
@@ -306,19 +309,6 @@ def distilled(c: ml_collections.ConfigDict, task: str, root: str, beams: int) ->
     f"{time.time() - wall:.0f} s ({throughput.process_cpu_seconds() - cpu:.0f} CPU s) to {out}",
     flush=True,
   )
-  return out
-
-
-def with_references(c: ml_collections.ConfigDict, distilled_dir: str) -> str:
-  """The distilled corpus with the task's references mixed in (distill.mix_references), made
-  once beside it as distilled_dir + "_refs"."""
-  out = distilled_dir.rstrip("/") + "_refs"
-  if not os.path.isfile(os.path.join(out, distill.MANIFEST)):
-    d = c.data
-    m = distill.mix_references(
-      distilled_dir, d.corpus_dir, out, source_lang=d.source_lang, target_lang=d.target_lang
-    )["references_mixed"]
-    print(f"{out}: {m['distilled']} teacher translations and {m['references']} references")
   return out
 
 

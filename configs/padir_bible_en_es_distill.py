@@ -44,4 +44,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.distill.length_penalty = 0.6  # beam search: score / ((5 + n) / 6) ** length_penalty (GNMT)
   config.distill.batch_size = 64  # sources per beam-search call
   config.distill.corpus_dir = "data/bible_en_es_distilled"  # "": WORKDIR/distilled
+  # True: the student learns from the translations and the references both (corpus_dir + "_refs")
+  config.distill.mix_references = False
   return config

@@ -1,7 +1,8 @@
 """`python train.py --config configs/padir_bible_en_es_distill.py --workdir DIR`: distillation.
 
 Distills the corpus once with the AR teacher (padir.training.distill; reused while its distill.json
-matches the settings), then trains the student there (padir.training.loop.fit, which resumes if
+matches the settings), with distill.mix_references the references mixed in beside it (once, in
+corpus_dir + "_refs"), then trains the student there (padir.training.loop.fit, which resumes if
 workdir has checkpoints). config.json records this config; the student's training config (the
 distilled corpus and the teacher's vocabulary as its data) goes to padir.model.restore.TRAINED_CONFIG.
 """
@@ -54,6 +55,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         beam_size=dc.beam_size,
         length_penalty=dc.length_penalty,
         batch_size=dc.batch_size,
+      )
+    if dc.get("mix_references"):  # the references beside the teacher's translations
+      out_dir = distill.with_references(
+        out_dir, d.corpus_dir, source_lang=d.source_lang, target_lang=d.target_lang
       )
     student = distill.student_config(config, out_dir)
     rd.write_json(restore.TRAINED_CONFIG, student)

@@ -296,6 +296,20 @@ def mix_references(
   return manifest
 
 
+def with_references(
+  distilled_dir: str, corpus_dir: str, *, source_lang: str, target_lang: str
+) -> str:
+  """distilled_dir + "_refs": the distilled corpus with corpus_dir's references mixed in
+  (mix_references), made once (a directory with its manifest is reused)."""
+  out = distilled_dir.rstrip("/") + "_refs"
+  if not os.path.isfile(os.path.join(out, MANIFEST)):
+    m = mix_references(
+      distilled_dir, corpus_dir, out, source_lang=source_lang, target_lang=target_lang
+    )["references_mixed"]
+    logging.info("%s: %d teacher translations, %d references", out, m["distilled"], m["references"])
+  return out
+
+
 def _publish(tmp: str, out_dir: str, manifest: dict[str, Any]) -> None:
   """The manifest written into the scratch directory tmp, then tmp renamed to out_dir (one
   already there replaced): the corpus appears whole or not at all."""
@@ -365,6 +379,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_int(config, "distill.beam_size", lo=1)
   checks.check_int(config, "distill.batch_size", lo=1)
   checks.check_float(config, "distill.length_penalty")
+  v = config.distill.get("mix_references", False)
+  checks.check(isinstance(v, bool), "distill.mix_references", v, "must be True or False")
 
 
 def corpus_dir(config: ml_collections.ConfigDict, workdir: str) -> str:

@@ -182,6 +182,16 @@ def test_distill_job_trains_the_student_on_the_distilled_corpus(corpus_dir, teac
     recorded = json.load(f)  # the student's config (config.json holds the job's)
   assert recorded["data"]["corpus_dir"] == str(tmp_path / "distilled")
   assert recorded["data"]["vocab_path"].endswith(distill.VOCABULARY)
+  # With mix_references the same corpus is reused and the references join it beside.
+  c.distill.mix_references = True
+  distill_job.run(c, str(tmp_path / "student_refs"))
+  with open(tmp_path / "student_refs" / restore.TRAINED_CONFIG, encoding="utf-8") as f:
+    recorded = json.load(f)
+  mixed = str(tmp_path / "distilled_refs")
+  assert recorded["data"]["corpus_dir"] == mixed
+  read = lambda d: data.read_split(d, "train", "en", "es")
+  assert read(mixed) == read(str(tmp_path / "distilled")) + read(corpus_dir)
+  c.distill.mix_references = False
   # A second run reuses the corpus; other settings are refused rather than silently mixed.
   c.distill.beam_size = 4
   with pytest.raises(ValueError, match="holds a corpus distilled with"):
