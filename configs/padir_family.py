@@ -101,7 +101,10 @@ checkpoint averaging (2026-12-02) do not close it. With dropout 0.1 on the stude
 --config.distill.corpus_dir=data/bible_es_en_family_distilled_b5; the benchmark's
 --distill-beams 5; 49 min of translation, 2,859 CPU s, beside the test suite):
 61 min, 6,741 CPU s (1.02x), 21.73, -1.91 [-2.64, -1.17]; at step 2,250 (0.92x) -1.93
-[-2.64, -1.16] (docs/padir_family_bible.md).
+[-2.64, -1.16]. With the references mixed in beside them (--config.distill.mix_references=True;
+the benchmark's --distill-refs; 2026-12-07, quiet): 68 min, 7,449 CPU s (1.13x), 23.71, +0.07
+[-0.78, +0.93]; at step 2,000 (54 min, 5,979 CPU s, 0.91x) 23.67, +0.03 [-0.77, +0.85]: within
+1 BLEU of the AR (docs/padir_family_bible.md).
 """
 
 from __future__ import annotations
