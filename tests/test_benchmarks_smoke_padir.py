@@ -120,6 +120,35 @@ def test_padir_dropout_tiny_prints_each_models_three_settings_and_the_before_now
   assert "peak RSS" in out
 
 
+@pytest.mark.slow  # two tiny steps compiled
+def test_padir_dropouts_rows_time_and_measure_a_training_step_with_its_backward_pass():
+  """A row's timed program updates the parameters, and the temporary memory it reports is the
+  whole step's: more than XLA's for the same step's loss alone (its forward pass, the backward
+  dead code there), compiled independently here."""
+  import jax
+  from flax import nnx
+
+  bench = padir_util.benchmark_module("padir_dropout")
+  row = bench.Row("ar", bench.SETTINGS[2], 8, True)
+  before = jax.tree.map(lambda x: x.copy(), nnx.state(row.net, nnx.Param))
+  row.run(2)
+  after = nnx.merge(row.graphdef, row.state)[0]
+  paths = jax.tree_util.tree_leaves_with_path
+  unchanged = [
+    jax.tree_util.keystr(k)
+    for (k, a), (_, b) in zip(paths(before), paths(nnx.state(after, nnx.Param)))
+    if not bool((a != b).any())
+  ]
+  assert all("length_head" in k for k in unchanged) and row.t == 2, unchanged  # (AR: no head)
+
+  def loss_only(state, batch, key, dropout_key, t):
+    return row.pure(state, batch, key, dropout_key, t)[1]["loss"]
+
+  forward = jax.jit(loss_only).lower(row.state, row.batch, row.key, row.dropout_key, 0)
+  forward_mb = forward.compile().memory_analysis().temp_size_in_bytes / 2**20
+  assert row.temp_mb > 1.5 * forward_mb, (row.temp_mb, forward_mb)
+
+
 def test_padir_dropout_names_an_unknown_model_in_one_line(capsys):
   bench = padir_util.benchmark_module("padir_dropout")
   with pytest.raises(SystemExit):
