@@ -300,14 +300,25 @@ def with_references(
   distilled_dir: str, corpus_dir: str, *, source_lang: str, target_lang: str
 ) -> str:
   """distilled_dir + "_refs": the distilled corpus with corpus_dir's references mixed in
-  (mix_references), made once (a directory with its manifest is reused)."""
+  (mix_references), made once: reused while its manifest is distilled_dir's own (plus the
+  mixing's record), remade after a new distillation there."""
   out = distilled_dir.rstrip("/") + "_refs"
-  if not os.path.isfile(os.path.join(out, MANIFEST)):
+  if not _mixed_from(out, distilled_dir):
     m = mix_references(
       distilled_dir, corpus_dir, out, source_lang=source_lang, target_lang=target_lang
     )["references_mixed"]
     logging.info("%s: %d teacher translations, %d references", out, m["distilled"], m["references"])
   return out
+
+
+def _mixed_from(out: str, distilled_dir: str) -> bool:
+  """Whether out holds the references mixed into distilled_dir's current corpus."""
+  paths = os.path.join(out, MANIFEST), os.path.join(distilled_dir, MANIFEST)
+  if not all(os.path.isfile(p) for p in paths):
+    return False
+  mixed, distilled = (json.load(open(p, encoding="utf-8")) for p in paths)
+  mixed.pop("references_mixed", None)
+  return mixed == distilled
 
 
 def _publish(tmp: str, out_dir: str, manifest: dict[str, Any]) -> None:

@@ -157,7 +157,6 @@ def test_mixed_references_hold_each_source_with_the_teachers_target_and_its_refe
   )
   mixed = data.read_split(str(out), "train", "en", "es")
   assert mixed == teacher_pairs + refs
-  assert len(set(s for s, _ in mixed)) == len(set(s for s, _ in refs))
   for name in ("valid.tsv", "test.tsv", distill.VOCABULARY):
     assert (out / name).read_bytes() == (distilled_dir / name).read_bytes()
   with open(out / distill.MANIFEST, encoding="utf-8") as f:
@@ -166,6 +165,17 @@ def test_mixed_references_hold_each_source_with_the_teachers_target_and_its_refe
   assert written["references_mixed"]["distilled"] == len(refs) - 3
   assert written["references_mixed"]["references"] == len(refs)
   assert sorted(os.listdir(tmp_path)) == ["distilled", "mixed"]  # no scratch directory left
+  # with_references makes distilled + "_refs" once, and again after a new distillation there
+  refs_dir = distill.with_references(
+    str(distilled_dir), corpus_dir, source_lang="en", target_lang="es"
+  )
+  assert (
+    refs_dir == f"{distilled_dir}_refs" and data.read_split(refs_dir, "train", "en", "es") == mixed
+  )
+  (distilled_dir / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in refs[:2]))
+  (distilled_dir / distill.MANIFEST).write_text(json.dumps({"beam_size": 3}))
+  distill.with_references(str(distilled_dir), corpus_dir, source_lang="en", target_lang="es")
+  assert data.read_split(refs_dir, "train", "en", "es") == refs[:2] + refs
 
 
 @pytest.mark.slow  # trains the teacher, compiles the student's (NAR) training step
