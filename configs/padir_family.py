@@ -71,7 +71,11 @@ Against today's AR (its dropout masks from XLA's ThreeFry generator since 2026-1
 the DAG 2,750 steps, 99.62, -0.26 [-0.47, -0.05], about 1.5x the AR's CPU (beside other
 jobs); the DAG with one decoder layer (--config.model.num_decoder_layers=1,
 `--dag-decoder-layers 1` there) 3,750 steps, 99.26, -0.62 [-0.95, -0.33], and at step 3,250,
-0.99x the AR's CPU, -0.63 [-0.96, -0.34] (docs/padir_family.md).
+0.99x the AR's CPU, -0.63 [-0.96, -0.34] (docs/padir_family.md). vos_fertile against today's
+AR (2026-12-07, each run alone and quiet, `--tasks vos_fertile --dag-decoder-layers 1`, then
+2): the AR to the 4,000-step cap, 99.18, 40 min, 4,343 CPU s; one decoder layer 97.55, -1.63
+[-2.15, -1.11], 31 min, 0.81x its CPU; two 97.75, -1.43 [-1.94, -0.97], 43 min, 1.10x: the
+cheaper decoders miss there.
 
 The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
 config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
