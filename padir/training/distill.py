@@ -268,14 +268,12 @@ def mix_references(
   manifest gaining "references_mixed" (how many pairs came from each side). The loader
   shuffles every epoch, so the order on disk is no curriculum. Written beside out_dir, then
   renamed: whole or not at all."""
-  manifest_path = os.path.join(distilled_dir, MANIFEST)
-  if not os.path.isfile(manifest_path):
+  manifest = _manifest(distilled_dir)
+  if manifest is None:
     raise FileNotFoundError(
       f"{distilled_dir} holds no distilled corpus ({MANIFEST} missing): distill it first "
       "(distill_corpus), then mix the references in"
     )
-  with open(manifest_path, encoding="utf-8") as f:
-    manifest = json.load(f)
   distilled = data.read_split(distilled_dir, split, source_lang, target_lang)
   references = data.read_split(corpus_dir, split, source_lang, target_lang)
   tmp = out_dir.rstrip("/") + f".tmp{os.getpid()}"
@@ -313,12 +311,20 @@ def with_references(
 
 def _mixed_from(out: str, distilled_dir: str) -> bool:
   """Whether out holds the references mixed into distilled_dir's current corpus."""
-  paths = os.path.join(out, MANIFEST), os.path.join(distilled_dir, MANIFEST)
-  if not all(os.path.isfile(p) for p in paths):
+  mixed, distilled = _manifest(out), _manifest(distilled_dir)
+  if mixed is None or distilled is None:
     return False
-  mixed, distilled = (json.load(open(p, encoding="utf-8")) for p in paths)
   mixed.pop("references_mixed", None)
   return mixed == distilled
+
+
+def _manifest(directory: str) -> dict[str, Any] | None:
+  """The corpus manifest in directory, None where there is none."""
+  path = os.path.join(directory, MANIFEST)
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
 
 
 def _publish(tmp: str, out_dir: str, manifest: dict[str, Any]) -> None:
@@ -403,11 +409,9 @@ def reusable_corpus(config: ml_collections.ConfigDict, out_dir: str) -> bool:
   """Whether out_dir already holds the corpus distilled with config's settings (False: there is
   none yet); a corpus distilled with other settings is an error, not silently reused."""
   dc, d = config.distill, config.data
-  manifest_path = os.path.join(out_dir, MANIFEST)
-  if not os.path.isfile(manifest_path):
+  manifest = _manifest(out_dir)
+  if manifest is None:
     return False
-  with open(manifest_path, encoding="utf-8") as f:
-    manifest = json.load(f)
   wanted = {
     "teacher_workdir": os.path.abspath(dc.teacher_workdir),
     "beam_size": dc.beam_size,
