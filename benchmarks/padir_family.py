@@ -38,7 +38,8 @@ steps), then translates the test split:
   --dag-beam-grid (configs/padir_family.py's BEAM_GRID; '' = --dag-lm-weight and
   --dag-length-norm, 1.5 and 1.5). Its test rows: "dag" (lookahead), "dag beam" (the beam
   alone) and "dag beam+lm (w:b)" (the validated decoder, with the weight and power validation
-  chose at the checkpoint decoded).
+  chose at the checkpoint decoded; --dag-beam-on-valid: the grid's best on the whole valid
+  split there instead, "(w:b on valid)", validation having decoded decode.num_examples pairs).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of the training process, validation decoding included: the
@@ -73,6 +74,7 @@ import signal
 import sys
 import tempfile
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -391,9 +393,11 @@ def target_words(config: ml_collections.ConfigDict) -> tuple[set[str], list[str]
   return lexicon, markers
 
 
-def test_pairs(config: ml_collections.ConfigDict) -> tuple[list[str], list[str]]:
+def test_pairs(
+  config: ml_collections.ConfigDict, split: str = "test"
+) -> tuple[list[str], list[str]]:
   pairs = data.read_split(
-    config.data.corpus_dir, "test", config.data.source_lang, config.data.target_lang
+    config.data.corpus_dir, split, config.data.source_lang, config.data.target_lang
   )
   return [s for s, _ in pairs], [t for _, t in pairs]
 
@@ -465,7 +469,29 @@ def decode_rows(
     except ValueError as e:  # more n-grams than ngram.MAX_ENTRIES: the row is left out
       print(f"{task}: no 'dag beam+lm' row: {e}", file=sys.stderr)
   early = step is not None and step != last
-  w, b = beam_setting(workdir, step or last, args)
+  choose = None
+  if lm is not None and args.dag_beam_on_valid:  # the whole valid split, at this checkpoint
+
+    def choose(grid):
+      held, held_refs = test_pairs(trained, "valid")
+      got = evaluate.choose_beam_setting(
+        model,
+        tok,
+        held,
+        held_refs,
+        trained.data.target_lang,
+        grid,
+        batch_size=c.batch_size,
+        dag_lm=lm,
+      )
+      sweep = ", ".join(
+        f"{r['lm_weight']:g}:{r['length_norm']:g} {r['bleu']:.2f}" for r in got["sweep"]
+      )
+      at = f"step {step or last}"
+      print(f"{task} {name} {at}: valid BLEU on {got['sentences']} pairs by beam setting: {sweep}")
+      return tuple(got["chosen"])
+
+  w, b = beam_setting(workdir, step or last, args, choose)
   if early and step in clock:
     wall, cpu = clock[step]
   else:  # (a run begun before the clock: its time per step taken as constant)
@@ -508,7 +534,8 @@ def decode_rows(
     with open(os.path.join(workdir, f"test_hypotheses{suffix}.txt"), "w", encoding="utf-8") as f:
       f.writelines(h + "\n" for h in hyps)
     label = f"{name} {strategy}" if name == "dag" and strategy != "lookahead" else name
-    label += f" ({w:g}:{b:g})" if with_lm and args.dag_beam_grid else ""
+    on_valid = " on valid" if choose is not None else ""
+    label += f" ({w:g}:{b:g}{on_valid})" if with_lm and args.dag_beam_grid else ""
     rows.append(
       Row(
         task=task_dir(task, args.grammar_seed),
@@ -526,11 +553,21 @@ def decode_rows(
   return rows
 
 
-def beam_setting(workdir: str, step: int, args: argparse.Namespace) -> tuple[float, float]:
+def beam_setting(
+  workdir: str,
+  step: int,
+  args: argparse.Namespace,
+  choose: Callable[[tuple[tuple[float, float], ...]], tuple[float, float]] | None = None,
+) -> tuple[float, float]:
   """The "dag beam+lm" row's (n-gram weight, length normalisation): with --dag-beam-grid, the
-  setting the run's validation chose at its evaluation of `step` (metrics.jsonl), else (and for
-  a run evaluated without the grid) --dag-lm-weight and --dag-length-norm."""
-  chosen = evaluate.chosen_beam_setting(workdir, step) if args.dag_beam_grid else None
+  setting the run's validation chose at its evaluation of `step` (metrics.jsonl), or, given
+  `choose` (--dag-beam-on-valid), the one it returns for the grid (decode_rows': the best on the
+  whole valid split, where validation decodes decode.num_examples pairs); else (and for a run
+  evaluated without the grid) --dag-lm-weight and --dag-length-norm."""
+  grid = evaluate.parse_beam_grid(args.dag_beam_grid)
+  if grid and choose is not None:
+    return choose(grid)
+  chosen = evaluate.chosen_beam_setting(workdir, step) if grid else None
   return chosen or (args.dag_lm_weight, args.dag_length_norm)
 
 
@@ -649,6 +686,12 @@ def main(argv=None) -> int:
     "every evaluation, and the 'dag beam+lm' row decodes with the pick ('' = the two above)",
   )
   parser.add_argument(
+    "--dag-beam-on-valid",
+    action="store_true",
+    help="the 'dag beam+lm' rows decode with the grid's best setting on the whole valid split "
+    "at the checkpoint decoded, not validation's pick on its decode.num_examples pairs",
+  )
+  parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"
   )
   parser.add_argument(
@@ -690,6 +733,8 @@ def main(argv=None) -> int:
     parser.error(
       f"--tasks {unknown[0]!r}: not a task; one of {', '.join([*grammar.FAMILY, *BIBLE])}"
     )
+  if args.dag_beam_on_valid and not args.dag_beam_grid.strip():
+    parser.error("--dag-beam-on-valid chooses from --dag-beam-grid: give a grid ('w:b,...')")
   if args.distill_beams < 1:
     parser.error(f"--distill-beams {args.distill_beams}: the teacher needs at least 1 beam")
   models = [m for m in args.models.split(",") if m]

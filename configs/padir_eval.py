@@ -64,6 +64,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.dag_lm_weight = 1.5  # its weight: log P(y | x) + w log P_lm(y)
   c.dag_length_norm = 1.5  # that row's score / |y|^this (the translate job's default)
   c.dag_beam_from_run = True  # a run validated on a grid: its pick replaces the two above
+  # DAG models: when not empty ("w:b,...", decode.dag_beam_grid's form), the weight and the
+  # exponent are instead chosen on the whole valid split (up to max_sentences) from this grid
+  # (highest BLEU, ties to the first; the sweep goes to report.md), e.g. training validation's
+  # configs/padir_family.BEAM_GRID, which it chooses from on decode.num_examples pairs only.
+  c.dag_beam_grid = ""
   # Paired-bootstrap resamples of the report's BLEU comparisons (padir.evaluation.metrics.paired_bootstrap;
   # every row against the first AR greedy row, and each decoder across models); 0: none.
   c.bootstrap_resamples = 1000

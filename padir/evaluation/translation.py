@@ -207,6 +207,43 @@ def choose_blank_penalty(
   return {"chosen": best["penalty"], "sweep": sweep, "sentences": len(sources)}
 
 
+def choose_beam_setting(
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  sources: Sequence[str],
+  references: Sequence[str],
+  target_lang: str,
+  grid: Sequence[tuple[float, float]],
+  *,
+  batch_size: int = 64,
+  dag_lm: ngram.NgramLM | None = None,
+) -> dict[str, Any]:
+  """A DAG model's beam settings chosen on held-out pairs: each (n-gram weight, length
+  normalisation) of `grid` decodes the sources (`translate_dag_grid`: the model once a batch for
+  all); the chosen one has the highest SacreBLEU (ties: the first in the grid's order, as
+  training's validation chooses). {"chosen": [w, b], "sweep": [{"lm_weight", "length_norm",
+  "bleu", "length_ratio"}, ...] in the grid's order, "sentences"}; length_ratio as
+  `choose_blank_penalty`'s."""
+  if not model.cfg.dag_upsample:
+    raise ValueError("choose_beam_setting: the model is not a DAG model (model.dag_upsample 0)")
+  if not grid:
+    raise ValueError("choose_beam_setting: an empty grid")
+  ref_words = max(1, sum(len(r.split()) for r in references))
+  by_setting = translate_dag_grid(model, tok, sources, grid, batch_size=batch_size, dag_lm=dag_lm)
+  sweep = [
+    {
+      "lm_weight": float(w),
+      "length_norm": float(b),
+      "bleu": metrics.bleu(hyps, references, target_lang).score,
+      "length_ratio": sum(len(h.split()) for h in hyps) / ref_words,
+    }
+    for (w, b), hyps in zip(grid, by_setting)
+  ]
+  best = max(range(len(sweep)), key=lambda i: (sweep[i]["bleu"], -i))
+  chosen = [sweep[best]["lm_weight"], sweep[best]["length_norm"]]
+  return {"chosen": chosen, "sweep": sweep, "sentences": len(sources)}
+
+
 @functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
 def _predicted_lengths(model, inputs_BS, num_passes=1, blank_penalty=0.0):
   if model.cfg.ctc_upsample:
@@ -315,8 +352,12 @@ def parse_beam_grid(text: str) -> tuple[tuple[float, float], ...]:
 def chosen_beam_setting(workdir: str, step: int) -> tuple[float, float] | None:
   """The DAG beam's (n-gram weight, length normalisation) that a run's validation chose from
   decode.dag_beam_grid at its evaluation of `step` (metrics.jsonl), None where it chose none
-  there (no grid, or no evaluation at that step)."""
-  _, evals = curves.read_metrics(workdir)
+  there (no grid, no evaluation at that step, or no records at all: a checkpoint copied
+  without its metrics.jsonl)."""
+  try:
+    _, evals = curves.read_metrics(workdir)
+  except FileNotFoundError:
+    return None
   chosen = [r for r in evals if r["step"] == step and "valid_dag_lm_weight" in r]
   if not chosen:
     return None

@@ -14,8 +14,9 @@ For each checkpoint (a PaDIR or AR training run directory), on its corpus's held
   padir_variants (refinement.VARIANTS) beside it; a CTC model (padir.decoding.ctc): at most each of
   padir_passes passes, on sources trimmed to multiples of `trim`, the blank's logit lowered by
   ctc_blank_penalty, or chosen on the valid split from ctc_blank_penalty_grid; a DAG model
-  (padir.decoding.dag): its greedy, lookahead and Viterbi paths, no length scores; AR: greedy and
-  beam_size beams): SacreBLEU and
+  (padir.decoding.dag): its greedy, lookahead and Viterbi paths, no length scores, and its beam
+  joined by an n-gram model at the setting the run's validation picked, the config's own, or one
+  chosen on the whole valid split from dag_beam_grid; AR: greedy and beam_size beams): SacreBLEU and
   chrF with their signatures, word-level stutter (padir.evaluation.metrics), mean decoder passes;
 - speed (padir.evaluation.latency.measure): p50 / p99 latency at batch 1 over the first latency_sentences,
   compilation apart, and throughput at batch_size; PaDIR decodes at trimmed widths
@@ -118,6 +119,18 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_float(config, "dag_lm_weight", lo=0)
   checks.check_float(config, "dag_length_norm", lo=0)
   checks.check_bool(config, "dag_beam_from_run")
+  grid = checks.get(config, "dag_beam_grid")
+  checks.check(isinstance(grid, str), "dag_beam_grid", grid, "must be a string 'w:b,w:b,...'")
+  try:
+    evaluate.parse_beam_grid(grid)
+  except ValueError as e:
+    checks.check(False, "dag_beam_grid", grid, f"{e}: 'w:b,...' or '' (no sweep on valid)")
+  checks.check(
+    not grid.strip() or config.dag_lm_order > 0,
+    "dag_beam_grid",
+    grid,
+    "weighs an n-gram model: needs dag_lm_order > 0 (or '' for no sweep)",
+  )
 
 
 def check_checkpoints(config: ml_collections.ConfigDict) -> None:
@@ -252,6 +265,16 @@ def _read_lines(rd: RunDir, name: str) -> list[str] | None:
     return f.read().split("\n")[:-1]
 
 
+def held_out(
+  config: ml_collections.ConfigDict, d: ml_collections.ConfigDict
+) -> tuple[list[str], list[str]]:
+  """The sources and references of the valid split of a run's corpus (its data config d), the
+  first config.max_sentences (0: all): where a decoder's setting is chosen from a grid."""
+  held = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
+  held = held[: config.max_sentences or None]
+  return [s for s, _ in held], [t for _, t in held]
+
+
 def evaluate_checkpoint(
   config: ml_collections.ConfigDict, workdir: str, rd: RunDir, index: int
 ) -> dict[str, Any]:
@@ -275,13 +298,10 @@ def evaluate_checkpoint(
   if is_ctc:
     penalty = float(config.ctc_blank_penalty)
     if config.ctc_blank_penalty_grid:  # chosen on the valid split, then used on `split`
-      held = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
-      held = held[: config.max_sentences or None]
       choice = evaluate.choose_blank_penalty(
         model,
         tok,
-        [s for s, _ in held],
-        [t for _, t in held],
+        *held_out(config, d),
         d.target_lang,
         config.ctc_blank_penalty_grid,
         batch_size=config.batch_size,
@@ -290,10 +310,31 @@ def evaluate_checkpoint(
       penalty = choice["chosen"]
   is_dag = bool(model.cfg.dag_upsample)
   lm = ngram.from_corpus(d, tok, config.dag_lm_order) if is_dag and config.dag_lm_order else None
-  if lm is not None and config.dag_beam_from_run:  # the run's validation's pick, if it made one
-    config, _ = evaluate.with_chosen_beam(
-      config, run_dir, None if step is None else max(_steps(step))
-    )
+  beam = None
+  if lm is not None:
+    beam_grid = evaluate.parse_beam_grid(config.dag_beam_grid)
+    at = beam_choice = None
+    if beam_grid:  # chosen on the whole valid split, then used on `split`
+      beam_choice = evaluate.choose_beam_setting(
+        model,
+        tok,
+        *held_out(config, d),
+        d.target_lang,
+        beam_grid,
+        batch_size=config.batch_size,
+        dag_lm=lm,
+      )
+      config = ml_collections.ConfigDict(config.to_dict())
+      config.dag_lm_weight, config.dag_length_norm = beam_choice["chosen"]
+    elif config.dag_beam_from_run:  # the run's validation's pick, if it made one
+      config, at = evaluate.with_chosen_beam(
+        config, run_dir, None if step is None else max(_steps(step))
+      )
+    beam = {
+      "used": [float(config.dag_lm_weight), float(config.dag_length_norm)],
+      "chosen_on_valid": beam_choice,
+      "chosen_at_step": at,  # the run's validation's pick at that step (None: not the run's)
+    }
   for i, dec in enumerate(decoders(config, kind, is_ctc, penalty, dag=is_dag, lm=lm)):
     fn = decoding.decode_fn(model, dec)
     hyps, passes = translate(fn, inputs_PS, tok, config.batch_size, key)
@@ -350,6 +391,7 @@ def evaluate_checkpoint(
     "attention": attention_stats,
     "length_accuracy": lengths,
     "blank_penalty": None if penalty is None else {"used": penalty, "chosen_on_valid": choice},
+    "dag_beam": beam,
   }
 
 
@@ -566,6 +608,24 @@ def render(rd: RunDir, results: dict[str, Any]) -> None:
         markdown_table(
           ["penalty", "valid BLEU", "length ratio"],
           [[r["penalty"], r["bleu"], r["length_ratio"]] for r in choice["sweep"]],
+          digits=4,
+        )
+      )
+    choice = (m.get("dag_beam") or {}).get("chosen_on_valid")
+    if choice:
+      w, b = choice["chosen"]
+      parts.append(
+        f"{m['name']} (DAG): beam's n-gram weight : length exponent chosen on "
+        f"{choice['sentences']} valid pairs (highest BLEU, ties to the first): **{w:g}:{b:g}**. "
+        "Length ratio = the hypotheses' words over the references'."
+      )
+      parts.append(
+        markdown_table(
+          ["weight : exponent", "valid BLEU", "length ratio"],
+          [
+            [f"{r['lm_weight']:g}:{r['length_norm']:g}", r["bleu"], r["length_ratio"]]
+            for r in choice["sweep"]
+          ],
           digits=4,
         )
       )

@@ -482,6 +482,41 @@ def test_validation_on_a_beam_grid_reports_the_best_setting_and_its_bleu(monkeyp
   assert record["valid_bleu"] == metrics.bleu(made[(0.0, 2.0)], refs, "cx").score
 
 
+def test_choosing_the_beam_setting_on_held_out_pairs_takes_the_highest_bleu_first_on_a_tie(
+  monkeypatch,
+):
+  """choose_beam_setting (the evaluation job's dag_beam_grid): every setting decoded in one pass,
+  each one's BLEU and length ratio computed here from its hypotheses, the best chosen (the first
+  of the grid's order on a tie, as validation chooses); a model without a graph is refused."""
+  from padir.evaluation import metrics, translation
+
+  refs = ["a b c d", "e f g h", "a c e g"]
+  made = {
+    (1.5, 1.5): ["a b c d a b c d", "e f g h", "a c e g"],
+    (0.5, 1.0): refs,  # exact, and first of the two exact settings in the grid below
+    (1.0, 1.5): refs,
+    (0.0, 2.0): ["a b", "e f", "a"],
+  }
+  asked = []
+
+  def fake_grid(model, tok, sources, settings, **kw):
+    asked.append(list(settings))
+    return [made[s] for s in settings]
+
+  monkeypatch.setattr(translation, "translate_dag_grid", fake_grid)
+  model = types.SimpleNamespace(cfg=types.SimpleNamespace(dag_upsample=2))
+  grid = [(1.5, 1.5), (0.5, 1.0), (1.0, 1.5), (0.0, 2.0)]
+  got = translation.choose_beam_setting(model, None, ["x", "y", "z"], refs, "cx", grid)
+  assert asked == [grid] and got["chosen"] == [0.5, 1.0] and got["sentences"] == 3
+  want = [metrics.bleu(made[s], refs, "cx").score for s in grid]
+  assert [r["bleu"] for r in got["sweep"]] == want and want[1] == want[2] > max(want[0], want[3])
+  assert [(r["lm_weight"], r["length_norm"]) for r in got["sweep"]] == grid
+  assert [r["length_ratio"] for r in got["sweep"]] == pytest.approx([16 / 12, 1, 1, 5 / 12])
+  model.cfg.dag_upsample = 0
+  with pytest.raises(ValueError, match="not a DAG model"):
+    translation.choose_beam_setting(model, None, ["x"], refs[:1], "cx", grid)
+
+
 @pytest.mark.parametrize(
   "grid, match",
   [("1.0", "not 'w:b'"), ("1:x", "not 'w:b'"), ("1:1:1", "not 'w:b'"), ("-1:1", ">= 0")],

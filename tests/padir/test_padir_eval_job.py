@@ -123,13 +123,14 @@ def test_the_job_writes_the_tables_and_resumes(runs, tmp_path, toy_corpus):
   assert again["models"][1] == ar
 
 
-def _ctc_run(toy_corpus, workdir) -> str:
-  """A CTC run directory as training leaves it, randomly initialized (as `runs`)."""
+def _ctc_run(toy_corpus, workdir, graph: str = "ctc_upsample", seed: int = 1) -> str:
+  """A CTC run directory (graph "dag_upsample": a DAG one) as training leaves it, randomly
+  initialized (as `runs`)."""
   c = _config(toy_corpus, steps=2)
-  c.model.ctc_upsample = 2
+  c.model[graph] = 2
   tok = vocab.prepare_vocabulary(c)
   model = model_lib.Transformer(
-    model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(1)
+    model_lib.ModelConfig.from_run_config(c, tok.vocab_size), rngs=nnx.Rngs(seed)
   )
   RunDir(str(workdir), c).close()
   ckpt = Checkpoints(os.path.join(str(workdir), restore.CHECKPOINTS))
@@ -186,6 +187,58 @@ def test_a_ctc_models_blank_penalty_is_chosen_on_valid_and_used_on_test(toy_corp
   c.ctc_blank_penalty = 0.5
   plain = eval_job.run(c, str(tmp_path / "eval_plain"))["models"][0]["blank_penalty"]
   assert plain == {"used": 0.5, "chosen_on_valid": None}
+
+
+@pytest.mark.slow  # the evaluation job end to end: a DAG model's five rows compiled (~1 CPU-min)
+def test_a_dag_models_beam_setting_is_chosen_on_valid_and_used_on_test(toy_corpus, tmp_path):
+  """With dag_beam_grid, the job decodes the valid split at every (n-gram weight, length
+  exponent) (BLEU recomputed here with evaluate.translate at each setting, one at a time),
+  picks the highest BLEU (the first on a tie), and decodes the test split's beam + n-gram row
+  at it (its hypotheses file is evaluate.translate's there); without a grid, and a run that
+  validated on none, it uses the config's own; a malformed grid is refused in one line."""
+  from padir.data import corpus as data
+  from padir.decoding import ngram
+  from padir.evaluation import translation as evaluate
+
+  run = _ctc_run(toy_corpus, tmp_path / "dag", graph="dag_upsample", seed=2)
+  c = _eval_config([run])
+  c.update(dag_lm_order=2, dag_beam_grid="0.3:1.0,0.0:0.0,0.7:0.5")
+  results = eval_job.run(c, str(tmp_path / "eval"))
+  (m,) = results["models"]
+  choice = m["dag_beam"]["chosen_on_valid"]
+  model, tok, tconf = restore.load_model(run)
+  lm = ngram.from_corpus(tconf.data, tok, 2)
+  beam = lambda pairs, w, b: evaluate.translate(  # the beam with the n-gram model, alone
+    model, tok, [s for s, _ in pairs], None, batch_size=4, dag_decoder="beam", dag_lm=lm,
+    dag_lm_weight=w, dag_length_norm=b,
+  )  # fmt: skip
+  valid = data.read_split(toy_corpus, "valid", "en", "es")[:6]
+  refs = [t for _, t in valid]
+  grid = [(0.3, 1.0), (0.0, 0.0), (0.7, 0.5)]
+  want = [metrics.bleu(beam(valid, w, b), refs, "es").score for w, b in grid]
+  assert [r["bleu"] for r in choice["sweep"]] == pytest.approx(want) and choice["sentences"] == 6
+  chosen = list(grid[want.index(max(want))])
+  assert choice["chosen"] == chosen == m["dag_beam"]["used"]
+  assert m["dag_beam"]["chosen_at_step"] is None
+  hyps = beam(data.read_split(toy_corpus, "test", "en", "es")[:6], *chosen)
+  name = os.path.basename(run)
+  got = (tmp_path / "eval" / eval_job.hypotheses_file(0, name, "dag-beam-lm-trim8")).read_text()
+  assert got.splitlines() == [" ".join(h.splitlines()) for h in hyps]
+  assert "chosen on 6 valid pairs" in (tmp_path / "eval" / "report.md").read_text()
+  c.dag_beam_grid = ""
+  plain = eval_job.run(c, str(tmp_path / "eval_plain"))["models"][0]["dag_beam"]
+  assert plain == {
+    "used": [c.dag_lm_weight, c.dag_length_norm],
+    "chosen_on_valid": None,
+    "chosen_at_step": None,
+  }
+  for bad, why in (("1.0", "not 'w:b'"), ("-1:1", ">= 0")):
+    c.dag_beam_grid = bad
+    with pytest.raises(ConfigError, match=f"dag_beam_grid={bad!r}.*{why}"):
+      eval_job.validate(c)
+  c.update(dag_beam_grid="1:1", dag_lm_order=0)
+  with pytest.raises(ConfigError, match="dag_beam_grid.*dag_lm_order > 0"):
+    eval_job.validate(c)
 
 
 def _two_step_ar_run(toy_corpus, tmp_path) -> tuple[str, list]:
