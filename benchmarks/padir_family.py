@@ -38,8 +38,9 @@ steps), then translates the test split:
   --dag-beam-grid (configs/padir_family.py's BEAM_GRID; '' = --dag-lm-weight and
   --dag-length-norm, 1.5 and 1.5). Its test rows: "dag" (lookahead), "dag beam" (the beam
   alone) and "dag beam+lm (w:b)" (the validated decoder, with the weight and power validation
-  chose at the checkpoint decoded; --dag-beam-on-valid: the grid's best on the whole valid
-  split there instead, "(w:b on valid)", validation having decoded decode.num_examples pairs).
+  chose at the checkpoint decoded; --dag-beam-on-valid: the best of --dag-decode-grid's settings
+  (configs/padir_family.py's DECODE_GRID) on the whole valid split there instead, "(w:b on
+  valid)", validation having decoded decode.num_examples pairs).
 Columns: test BLEU (SacreBLEU), the paired bootstrap of BLEU(model) - BLEU(AR greedy) on the
 same test pairs (95%, 1,000 resamples), the steps trained (the early stop), training wall-clock
 and CPU seconds (user + system of the training process, validation decoding included: the
@@ -535,7 +536,8 @@ def decode_rows(
       f.writelines(h + "\n" for h in hyps)
     label = f"{name} {strategy}" if name == "dag" and strategy != "lookahead" else name
     on_valid = " on valid" if choose is not None else ""
-    label += f" ({w:g}:{b:g}{on_valid})" if with_lm and args.dag_beam_grid else ""
+    chose = args.dag_beam_grid or choose is not None
+    label += f" ({w:g}:{b:g}{on_valid})" if with_lm and chose else ""
     rows.append(
       Row(
         task=task_dir(task, args.grammar_seed),
@@ -561,13 +563,12 @@ def beam_setting(
 ) -> tuple[float, float]:
   """The "dag beam+lm" row's (n-gram weight, length normalisation): with --dag-beam-grid, the
   setting the run's validation chose at its evaluation of `step` (metrics.jsonl), or, given
-  `choose` (--dag-beam-on-valid), the one it returns for the grid (decode_rows': the best on the
-  whole valid split, where validation decodes decode.num_examples pairs); else (and for a run
-  evaluated without the grid) --dag-lm-weight and --dag-length-norm."""
-  grid = evaluate.parse_beam_grid(args.dag_beam_grid)
-  if grid and choose is not None:
-    return choose(grid)
-  chosen = evaluate.chosen_beam_setting(workdir, step) if grid else None
+  `choose` (--dag-beam-on-valid), the one it returns for --dag-decode-grid (decode_rows': the
+  best on the whole valid split, where validation decodes decode.num_examples pairs); else (and
+  for a run evaluated without the grid) --dag-lm-weight and --dag-length-norm."""
+  if choose is not None:
+    return choose(evaluate.parse_beam_grid(args.dag_decode_grid))
+  chosen = evaluate.chosen_beam_setting(workdir, step) if args.dag_beam_grid else None
   return chosen or (args.dag_lm_weight, args.dag_length_norm)
 
 
@@ -688,8 +689,13 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--dag-beam-on-valid",
     action="store_true",
-    help="the 'dag beam+lm' rows decode with the grid's best setting on the whole valid split "
-    "at the checkpoint decoded, not validation's pick on its decode.num_examples pairs",
+    help="the 'dag beam+lm' rows decode with --dag-decode-grid's best setting on the whole "
+    "valid split at the checkpoint decoded, not validation's pick on its decode.num_examples pairs",
+  )
+  parser.add_argument(
+    "--dag-decode-grid",
+    default=padir_family.DECODE_GRID,
+    help="'w:b,...': the settings --dag-beam-on-valid chooses from (configs/padir_family.py)",
   )
   parser.add_argument(
     "--ctc-upsample", type=float, default=2.0, help="CTC's slots per source token (decoding)"
@@ -733,8 +739,12 @@ def main(argv=None) -> int:
     parser.error(
       f"--tasks {unknown[0]!r}: not a task; one of {', '.join([*grammar.FAMILY, *BIBLE])}"
     )
-  if args.dag_beam_on_valid and not args.dag_beam_grid.strip():
-    parser.error("--dag-beam-on-valid chooses from --dag-beam-grid: give a grid ('w:b,...')")
+  try:
+    on_valid = evaluate.parse_beam_grid(args.dag_decode_grid)
+  except ValueError as e:
+    parser.error(f"--dag-decode-grid {args.dag_decode_grid!r}: {e}")
+  if args.dag_beam_on_valid and not on_valid:
+    parser.error("--dag-beam-on-valid chooses from --dag-decode-grid: give a grid ('w:b,...')")
   if args.distill_beams < 1:
     parser.error(f"--distill-beams {args.distill_beams}: the teacher needs at least 1 beam")
   models = [m for m in args.models.split(",") if m]

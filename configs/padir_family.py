@@ -148,6 +148,14 @@ BIBLE_STEPS = {"ar": 8_000, "student": 3_000}
 
 # The DAG beam's settings validation chooses from (n-gram weight : length normalisation).
 BEAM_GRID = "1.5:1.5,1.0:1.5,1.0:1.0,0.5:1.0,0.5:0.5"
+# The finer grid the checkpoint decoded chooses from on the whole validation split (512 pairs;
+# benchmarks/padir_family.py --dag-beam-on-valid, padir_eval's dag_beam_grid): BEAM_GRID's two
+# best on vos_fertile and the settings between and around them. On vos_fertile's 2-layer DAG it
+# picked 0.75:1.5, -0.91 behind AR greedy against -1.53 at validation's 1.0:1.5 (the held-aside
+# vso draw -0.45 against -0.63 with one layer; docs/padir_family.md, 2026-12-07)
+DECODE_GRID = (
+  "1.0:1.5,0.5:1.0,0.75:1.25,0.75:1.5,1.0:1.25,0.5:1.25,1.25:1.75,1.0:1.75,0.75:1.0,0.25:1.0"
+)
 
 
 def model_config(

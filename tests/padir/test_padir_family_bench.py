@@ -40,7 +40,7 @@ def _args(**over):
   base.update(dag_beam_grid="", dag_lm_weight=1.5, dag_length_norm=1.5)
   base.update(steps=10, eval_every=5, patience=2, valid_sentences=8, vocab_size=120)
   base.update(distill_beams=2, distill_refs=False)  # the Bible students' teacher: 2 beams
-  base.update(dag_beam_on_valid=False)
+  base.update(dag_beam_on_valid=False, dag_decode_grid="1.0:1.0")
   return argparse.Namespace(**{**base, **over})
 
 
@@ -115,24 +115,30 @@ def test_the_beam_lm_row_decodes_with_the_setting_validation_chose_at_its_step(m
   assert family.beam_setting("wd", 500, args) == (0.3, 0.7)
 
 
-def test_on_valid_the_beam_lm_row_takes_the_choosers_pick_from_the_grid(monkeypatch, capsys):
+def test_on_valid_the_beam_lm_row_takes_the_choosers_pick_from_the_decode_grid(monkeypatch, capsys):
   """--dag-beam-on-valid: the chooser decode_rows passes (the best on the whole valid split)
-  gets the parsed grid and its pick replaces validation's record; with no grid it is not asked;
-  the flag without a grid is refused in one line."""
+  gets --dag-decode-grid parsed, and its pick replaces validation's record, with or without a
+  validation grid; an empty or malformed decode grid is refused in one line."""
   evals = [
     {"step": 500, "valid_bleu": 95.0, "valid_dag_lm_weight": 1.0, "valid_dag_length_norm": 1.0}
   ]
   monkeypatch.setattr(family.curves, "read_metrics", lambda workdir: ([], evals))
   asked = []
   choose = lambda grid: asked.append(grid) or (0.5, 1.5)
-  args = _args(dag_beam_grid="1.0:1.0, 0.5:1.5", dag_beam_on_valid=True)
+  args = _args(dag_beam_grid="1.0:1.0", dag_decode_grid="1.0:1.0, 0.5:1.5", dag_beam_on_valid=True)
   assert family.beam_setting("wd", 500, args, choose) == (0.5, 1.5)
-  assert asked == [((1.0, 1.0), (0.5, 1.5))]
+  assert family.beam_setting("wd", 500, args) == (1.0, 1.0)  # no chooser: validation's pick
   args.dag_beam_grid = ""
-  assert family.beam_setting("wd", 500, args, choose) == (1.5, 1.5) and len(asked) == 1
+  assert family.beam_setting("wd", 500, args, choose) == (0.5, 1.5)
+  assert asked == [((1.0, 1.0), (0.5, 1.5))] * 2
+  grid = family.evaluate.parse_beam_grid(family.padir_family.DECODE_GRID)  # the default
+  assert grid[:2] == ((1.0, 1.5), (0.5, 1.0)) and len(set(grid)) == len(grid) == 10
   with pytest.raises(SystemExit):
-    family.main(["--dag-beam-on-valid", "--dag-beam-grid", "", "--tiny"])
-  assert "--dag-beam-on-valid chooses from --dag-beam-grid" in capsys.readouterr().err
+    family.main(["--dag-beam-on-valid", "--dag-decode-grid", "", "--tiny"])
+  assert "--dag-beam-on-valid chooses from --dag-decode-grid" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    family.main(["--dag-decode-grid", "1.0", "--tiny"])
+  assert "--dag-decode-grid '1.0': '1.0' is not 'w:b'" in capsys.readouterr().err
 
 
 def test_the_row_at_the_ars_cpu_decodes_the_last_checkpoint_within_it(monkeypatch):
