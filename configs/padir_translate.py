@@ -60,6 +60,10 @@ def get_config() -> ml_collections.ConfigDict:
   # recorded the best at each evaluation: True decodes with that (weight, length
   # normalisation) of the checkpoint's step in place of the two above; False: the two above.
   config.dag_beam_from_run = True  # False: dag_lm_weight and dag_length_norm as set
+  # When not empty ("w:b,...", e.g. configs/padir_family.DECODE_GRID), the weight and the
+  # exponent are instead chosen at load on the whole valid split of the run's corpus from this
+  # grid (highest BLEU, ties to the first; results.json's dag_beam_chosen_on_valid).
+  config.dag_beam_grid = ""
 
   # PaDIR checkpoints: padir.decoding.refinement.RefineOptions (defaults: the paper's decoder).
   config.num_steps = 4  # decoder passes at most

@@ -13,6 +13,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from gmlm import checks
 from padir.data import corpus as data
 from padir.data import tokenizer as tokenizer_lib
 from padir.decoding import autoregressive as decode
@@ -244,6 +245,35 @@ def choose_beam_setting(
   return {"chosen": chosen, "sweep": sweep, "sentences": len(sources)}
 
 
+def with_valid_beam(
+  config: ml_collections.ConfigDict,
+  model: model_lib.Transformer,
+  tok: tokenizer_lib.Tokenizer,
+  d: ml_collections.ConfigDict,
+  dag_lm: ngram.NgramLM | None,
+  *,
+  max_sentences: int = 0,
+) -> tuple[ml_collections.ConfigDict, dict[str, Any]]:
+  """A decoding job's config with its dag_lm_weight and dag_length_norm replaced by the best of
+  its dag_beam_grid on the valid split of the run's corpus (its data config d; the first
+  max_sentences pairs, 0: all), and the choice (`choose_beam_setting`)."""
+  pairs = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
+  pairs = pairs[: max_sentences or None]
+  choice = choose_beam_setting(
+    model,
+    tok,
+    [s for s, _ in pairs],
+    [t for _, t in pairs],
+    d.target_lang,
+    parse_beam_grid(config.dag_beam_grid),
+    batch_size=config.batch_size,
+    dag_lm=dag_lm,
+  )
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.dag_lm_weight, config.dag_length_norm = choice["chosen"]
+  return config, choice
+
+
 @functools.partial(nnx.jit, static_argnames=("num_passes", "blank_penalty"))
 def _predicted_lengths(model, inputs_BS, num_passes=1, blank_penalty=0.0):
   if model.cfg.ctc_upsample:
@@ -347,6 +377,18 @@ def parse_beam_grid(text: str) -> tuple[tuple[float, float], ...]:
       raise ValueError(f"{entry!r}: w and b must be finite and >= 0")
     grid.append((w, b))
   return tuple(grid)
+
+
+def check_beam_grid(config: ml_collections.ConfigDict, key: str = "dag_beam_grid") -> str:
+  """A decoding job's grid of DAG beam settings, "w:b,..." or "" (no choice on valid): one
+  ConfigError line naming the key, the value and the bad entry otherwise."""
+  grid = checks.get(config, key)
+  checks.check(isinstance(grid, str), key, grid, "must be a string 'w:b,w:b,...'")
+  try:
+    parse_beam_grid(grid)
+  except ValueError as e:
+    checks.check(False, key, grid, f"{e}: 'w:b,...' or '' (no choice on the valid split)")
+  return grid.strip()
 
 
 def chosen_beam_setting(workdir: str, step: int) -> tuple[float, float] | None:

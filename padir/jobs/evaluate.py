@@ -119,14 +119,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_float(config, "dag_lm_weight", lo=0)
   checks.check_float(config, "dag_length_norm", lo=0)
   checks.check_bool(config, "dag_beam_from_run")
-  grid = checks.get(config, "dag_beam_grid")
-  checks.check(isinstance(grid, str), "dag_beam_grid", grid, "must be a string 'w:b,w:b,...'")
-  try:
-    evaluate.parse_beam_grid(grid)
-  except ValueError as e:
-    checks.check(False, "dag_beam_grid", grid, f"{e}: 'w:b,...' or '' (no sweep on valid)")
+  grid = evaluate.check_beam_grid(config)
   checks.check(
-    not grid.strip() or config.dag_lm_order > 0,
+    not grid or config.dag_lm_order > 0,
     "dag_beam_grid",
     grid,
     "weighs an n-gram model: needs dag_lm_order > 0 (or '' for no sweep)",
@@ -315,17 +310,9 @@ def evaluate_checkpoint(
     beam_grid = evaluate.parse_beam_grid(config.dag_beam_grid)
     at = beam_choice = None
     if beam_grid:  # chosen on the whole valid split, then used on `split`
-      beam_choice = evaluate.choose_beam_setting(
-        model,
-        tok,
-        *held_out(config, d),
-        d.target_lang,
-        beam_grid,
-        batch_size=config.batch_size,
-        dag_lm=lm,
+      config, beam_choice = evaluate.with_valid_beam(
+        config, model, tok, d, lm, max_sentences=config.max_sentences
       )
-      config = ml_collections.ConfigDict(config.to_dict())
-      config.dag_lm_weight, config.dag_length_norm = beam_choice["chosen"]
     elif config.dag_beam_from_run:  # the run's validation's pick, if it made one
       config, at = evaluate.with_chosen_beam(
         config, run_dir, None if step is None else max(_steps(step))

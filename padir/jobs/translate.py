@@ -133,6 +133,21 @@ def check_decoder(config: Any, model: Any) -> str:
   return kind
 
 
+def check_split(trained: ml_collections.ConfigDict, split: str, key: str, value, why: str) -> None:
+  """One ConfigError line when the trained run's corpus lacks `split` here, which `key` needs."""
+  d = trained.data
+  try:
+    corpus.split_files(d.corpus_dir, split, d.source_lang, d.target_lang)
+  except corpus.CorpusError as e:
+    checks.check(
+      False,
+      key,
+      value,
+      f"{why}, which is not here ({e}): run from the directory the run was trained in, or "
+      f"unset --config.{key}",
+    )
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   trained = check_run(config, "checkpoint")
   checks.check_int(config, "beam_size", lo=1)
@@ -160,6 +175,16 @@ def validate(config: ml_collections.ConfigDict) -> None:
   checks.check_float(config, "dag_lm_weight", lo=0)
   norm = checks.check_float(config, "dag_length_norm", lo=0)
   checks.check_bool(config, "dag_beam_from_run")
+  grid = translation.check_beam_grid(config)
+  if kind == "dag" and grid:
+    checks.check(
+      strategy == "beam" and order > 0,
+      "dag_beam_grid",
+      grid,
+      "weighs the n-gram model of the DAG's beam: needs --config.dag_strategy=beam and "
+      "--config.dag_lm_order > 0 (or '' for no choice on valid)",
+    )
+    check_split(trained, "valid", "dag_beam_grid", grid, "the choice decodes the run's valid split")
   if kind == "dag" and norm:
     checks.check(
       strategy == "beam",
@@ -176,17 +201,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
       f"an n-gram model joins the DAG's beam search only (dag_strategy is {strategy!r}): set "
       "--config.dag_strategy=beam, or --config.dag_lm_order=0",
     )
-    d = trained.data
-    try:
-      corpus.split_files(d.corpus_dir, "train", d.source_lang, d.target_lang)
-    except corpus.CorpusError as e:
-      checks.check(
-        False,
-        "dag_lm_order",
-        order,
-        f"the n-gram model is counted on the run's training targets, which are not here ({e}): "
-        "run from the directory the run was trained in, or set --config.dag_lm_order=0",
-      )
+    why = "the n-gram model is counted on the run's training targets"
+    check_split(trained, "train", "dag_lm_order", order, why)
   max_len = trained.data.max_target_length
   checks.check_int(config, "num_steps", lo=1)
   checks.check_int(config, "num_lengths", lo=1, hi=max_len)
@@ -407,6 +423,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     kind = check_decoder(config, model.cfg)
     lm = dag_lm(config, trained, tok, kind)
     config, from_run = run_beam_setting(config, kind, lm)
+    on_valid = None
+    if kind == "dag" and lm is not None and config.dag_beam_grid.strip():
+      config, on_valid = translation.with_valid_beam(config, model, tok, trained.data, lm)
+      from_run = None  # (the choice on valid replaces the run's)
     ar_model = None
     if config.rerank == "ar" and model.cfg.decoder == "nar":
       ar_model, ar_tok, _ = restore.load_model(config.rerank_checkpoint)
@@ -439,6 +459,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     }
     if from_run is not None:  # the beam's weight and normalisation: the run's validation's
       results["options"]["dag_beam_chosen_at_step"] = from_run
+    if on_valid is not None:  # ... or chosen here on the whole valid split
+      results["options"]["dag_beam_chosen_on_valid"] = on_valid
     rd.write_results(results)
     rd.write_report(
       "# Translation\n\n"

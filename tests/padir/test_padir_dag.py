@@ -5,6 +5,8 @@ says on hand-made predictions, and a tiny model trains with a finite, decreasing
 
 import itertools
 import json
+import pathlib
+import shutil
 import types
 
 import jax
@@ -537,6 +539,7 @@ def test_a_bad_beam_grid_is_one_line_naming_the_entry(toy_corpus, grid, match):
 @pytest.mark.slow  # a training step, then the translate job's beam with its n-gram model
 def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_corpus, tmp_path):
   from configs import padir_translate
+  from padir.data import corpus as corpus_lib
   from padir.jobs import translate as translate_job
 
   c = tiny_run_config(toy_corpus, steps=1, eval_every=1)
@@ -564,6 +567,40 @@ def test_the_translate_cli_decodes_a_dag_run_by_its_beam_and_n_gram_model(toy_co
   assert results["decoder"] == "dag" and results["options"]["dag_strategy"] == "beam"
   o = results["options"]
   assert (o["dag_lm_weight"], o["dag_length_norm"], o["dag_beam_chosen_at_step"]) == (*pick, 1)
+  # chosen at load on the whole valid split: the sweep's best (first on a tie) is what decodes
+  config.dag_beam_grid = "0.3:1.0,0.7:0.5,0.0:0.0"
+  translate_job.validate(config)
+  results = translate_job.run(config, str(tmp_path / "translate_valid"))
+  o, choice = results["options"], results["options"]["dag_beam_chosen_on_valid"]
+  bleus = [r["bleu"] for r in choice["sweep"]]
+  best = choice["sweep"][bleus.index(max(bleus))]
+  assert choice["chosen"] == [best["lm_weight"], best["length_norm"]]
+  assert [o["dag_lm_weight"], o["dag_length_norm"]] == choice["chosen"]
+  assert "dag_beam_chosen_at_step" not in o and choice["sentences"] == len(
+    corpus_lib.read_split(toy_corpus, "valid", "en", "es")
+  )
+  for bad, why in (("0.3", "not 'w:b'"), ("1:1", "dag_strategy=beam")):
+    config.dag_beam_grid = bad
+    if bad == "1:1":
+      config.dag_strategy = "lookahead"
+    with pytest.raises(ConfigError, match=f"dag_beam_grid={bad!r}.*{why}"):
+      translate_job.validate(config)
+  # a run copied without its corpus: each of the two that read it is refused naming its split
+  shutil.copytree(tmp_path / "dag", tmp_path / "copied")
+  run_config = json.loads((tmp_path / "copied" / "config.json").read_text())
+  run_config["data"]["corpus_dir"] = str(tmp_path / "nowhere")  # its vocabulary alone there
+  (tmp_path / "nowhere").mkdir()
+  for model_file in pathlib.Path(toy_corpus).glob("spm*.model"):
+    shutil.copy(model_file, tmp_path / "nowhere")
+  (tmp_path / "copied" / "config.json").write_text(json.dumps(run_config))
+  copied = ml_collections.ConfigDict(config.to_dict())
+  copied.update(checkpoint=str(tmp_path / "copied"), dag_strategy="beam", dag_beam_grid="1:1")
+  with pytest.raises(ConfigError, match="dag_beam_grid=.*run's valid split, which is not here"):
+    translate_job.validate(copied)
+  copied.dag_beam_grid = ""
+  with pytest.raises(ConfigError, match="dag_lm_order=2.*training targets, which is not here"):
+    translate_job.validate(copied)
+  config.update(dag_beam_grid="", dag_strategy="beam")
   config.dag_beam_from_run = False  # the config's own weight and normalisation
   results = translate_job.run(config, str(tmp_path / "translate_fixed"))
   assert "dag_beam_chosen_at_step" not in results["options"]
