@@ -245,6 +245,16 @@ def choose_beam_setting(
   return {"chosen": chosen, "sweep": sweep, "sentences": len(sources)}
 
 
+def valid_pairs(
+  d: ml_collections.ConfigDict, max_sentences: int = 0
+) -> tuple[list[str], list[str]]:
+  """The sources and references of the valid split of a run's corpus (its data config d), the
+  first max_sentences (0: all): where a decoder's setting is chosen from a grid."""
+  pairs = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
+  pairs = pairs[: max_sentences or None]
+  return [s for s, _ in pairs], [t for _, t in pairs]
+
+
 def with_valid_beam(
   config: ml_collections.ConfigDict,
   model: model_lib.Transformer,
@@ -257,13 +267,10 @@ def with_valid_beam(
   """A decoding job's config with its dag_lm_weight and dag_length_norm replaced by the best of
   its dag_beam_grid on the valid split of the run's corpus (its data config d; the first
   max_sentences pairs, 0: all), and the choice (`choose_beam_setting`)."""
-  pairs = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
-  pairs = pairs[: max_sentences or None]
   choice = choose_beam_setting(
     model,
     tok,
-    [s for s, _ in pairs],
-    [t for _, t in pairs],
+    *valid_pairs(d, max_sentences),
     d.target_lang,
     parse_beam_grid(config.dag_beam_grid),
     batch_size=config.batch_size,

@@ -260,16 +260,6 @@ def _read_lines(rd: RunDir, name: str) -> list[str] | None:
     return f.read().split("\n")[:-1]
 
 
-def held_out(
-  config: ml_collections.ConfigDict, d: ml_collections.ConfigDict
-) -> tuple[list[str], list[str]]:
-  """The sources and references of the valid split of a run's corpus (its data config d), the
-  first config.max_sentences (0: all): where a decoder's setting is chosen from a grid."""
-  held = data.read_split(d.corpus_dir, "valid", d.source_lang, d.target_lang)
-  held = held[: config.max_sentences or None]
-  return [s for s, _ in held], [t for _, t in held]
-
-
 def evaluate_checkpoint(
   config: ml_collections.ConfigDict, workdir: str, rd: RunDir, index: int
 ) -> dict[str, Any]:
@@ -296,7 +286,7 @@ def evaluate_checkpoint(
       choice = evaluate.choose_blank_penalty(
         model,
         tok,
-        *held_out(config, d),
+        *evaluate.valid_pairs(d, config.max_sentences),
         d.target_lang,
         config.ctc_blank_penalty_grid,
         batch_size=config.batch_size,
@@ -307,9 +297,8 @@ def evaluate_checkpoint(
   lm = ngram.from_corpus(d, tok, config.dag_lm_order) if is_dag and config.dag_lm_order else None
   beam = None
   if lm is not None:
-    beam_grid = evaluate.parse_beam_grid(config.dag_beam_grid)
     at = beam_choice = None
-    if beam_grid:  # chosen on the whole valid split, then used on `split`
+    if config.dag_beam_grid.strip():  # chosen on the whole valid split, then used on `split`
       config, beam_choice = evaluate.with_valid_beam(
         config, model, tok, d, lm, max_sentences=config.max_sentences
       )

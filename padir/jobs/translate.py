@@ -422,11 +422,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     model, tok, trained = restore.load_model(config.checkpoint, config.step or None)
     kind = check_decoder(config, model.cfg)
     lm = dag_lm(config, trained, tok, kind)
-    config, from_run = run_beam_setting(config, kind, lm)
-    on_valid = None
-    if kind == "dag" and lm is not None and config.dag_beam_grid.strip():
+    on_valid = from_run = None
+    if kind == "dag" and lm is not None and config.dag_beam_grid.strip():  # chosen here, on valid
       config, on_valid = translation.with_valid_beam(config, model, tok, trained.data, lm)
-      from_run = None  # (the choice on valid replaces the run's)
+    else:  # the run's validation's pick, where it made one
+      config, from_run = run_beam_setting(config, kind, lm)
     ar_model = None
     if config.rerank == "ar" and model.cfg.decoder == "nar":
       ar_model, ar_tok, _ = restore.load_model(config.rerank_checkpoint)
