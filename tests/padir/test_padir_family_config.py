@@ -18,6 +18,8 @@ from padir.data import grammar
 from padir.jobs import train as train_job
 from padir.training import loop as training
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 @pytest.mark.parametrize("model", padir_family.MODELS)
 def test_every_task_and_model_is_a_valid_config_built_as_the_benchmark_builds_it(model):
@@ -231,3 +233,58 @@ def test_the_bible_student_config_trains_from_its_teachers_translations_and_weig
   trained = restore.trained_config(str(tmp_path / "dag"))
   assert trained.data.corpus_dir == str(tmp_path / "distilled") and trained.model.dag_upsample
   assert restore.checkpoint_steps(str(tmp_path / "dag"))[-1] == 2
+
+
+# ES->EN's student recipe as train.py overrides (docs/padir_family_bible.md), and the same
+# recipe as the benchmark's flags (--dag-dropout 0.1 --distill-beams 5 --distill-refs --steps 2000)
+ES_EN_STUDENT = {
+  "model.dropout_rate": 0.1,
+  "distill.beam_size": 5,
+  "distill.corpus_dir": "data/bible_es_en_family_distilled_b5",
+  "distill.mix_references": True,
+  "train.num_train_steps": 2000,
+  "train.warmup_steps": 200,
+}
+
+
+def test_es_en_students_overrides_are_the_benchmarks_recipe_key_for_key(tmp_path, monkeypatch):
+  """`padir_family.py:bible_es_en,dag` with the overrides docs/padir_family_bible.md gives is
+  the student the benchmark trains with --dag-dropout 0.1 --distill-beams 5 --distill-refs
+  --steps 2000: equal key for key but for the paths (its corpus the 5-beam translations with the
+  references mixed in, "_b5_refs" in both), the progress bar and the checkpoints kept."""
+  from padir.jobs import distill as distill_job
+  from padir.training import distill
+
+  family = benchmark_module("padir_family")
+  monkeypatch.chdir(tmp_path)
+  root = str(tmp_path / "bench")
+  os.makedirs(f"{root}/data/bible_es_en_distilled_b5")
+  open(f"{root}/data/bible_es_en_distilled_b5/{distill.MANIFEST}", "w").close()
+  args = _bench_args(2_000)
+  args.dag_dropout, args.distill_beams, args.distill_refs = 0.1, 5, True
+  # the mixing itself is padir.training.distill's (its tests): here only where it lands
+  monkeypatch.setattr(distill, "with_references", lambda out, corpus, **_: out + "_refs")
+  bench_config = family.run_config("dag", "bible_es_en", root, args)
+  assert bench_config.data.corpus_dir == f"{root}/data/bible_es_en_distilled_b5_refs"
+  c = padir_family.get_config("bible_es_en,dag")
+  for key, value in ES_EN_STUDENT.items():
+    section, name = key.split(".")
+    assert name in c[section], key  # an override of a key the config has, as train.py requires
+    c[section][name] = value
+  distill_job.validate(c)
+  out = c.distill.corpus_dir + ("_refs" if c.distill.mix_references else "")
+  assert out.endswith("_b5_refs")
+  mine = _flat(distill.student_config(c, out).to_dict())
+  bench = _flat(bench_config.to_dict())
+  del mine["job"], bench["job"]
+  mine = {k: v for k, v in mine.items() if not k.startswith("distill.")}
+  assert set(mine) == set(bench)
+  paths = ("data.corpus_dir", "data.vocab_path", "data.vocab_size", "init_from")
+  kept = ("train.progress_bar", "train.keep_checkpoints")
+  differ = {k for k in mine if mine[k] != bench[k]} - {*paths, *kept}
+  assert not differ, {k: (mine[k], bench[k]) for k in differ}
+  assert (mine["model.dropout_rate"], mine["train.num_train_steps"]) == (0.1, 2000)
+  with open(os.path.join(ROOT, "docs", "padir_family_bible.md"), encoding="utf-8") as f:
+    page = " ".join(f.read().split())  # the overrides as the page gives them
+  for key, value in ES_EN_STUDENT.items():
+    assert f"--config.{key}={value}" in page, key
