@@ -78,7 +78,12 @@ AR (2026-12-07, each run alone and quiet, `--tasks vos_fertile --dag-decoder-lay
 cheaper decoders miss there at validation's beam setting. With the setting chosen on the whole
 validation split from DECODE_GRID (the benchmark's --dag-beam-on-valid, the runs decoded again):
 two layers -0.91 [-1.40, -0.50] at step 3,500, 0.97x the AR's CPU, one -1.25 at 0.81x; on the
-held-aside vso draw one layer -0.45 [-0.73, -0.19] at 0.99x.
+held-aside vso draw one layer -0.45 [-0.73, -0.19] at 0.99x. osv_clause against today's AR
+(2026-12-07, each run alone and quiet, `--workdir runs/padir_family_dec2 --tasks osv_clause
+--dag-decoder-layers 2 --dag-beam-on-valid`): the AR 3,250 steps (early stop), 99.92, 33 min,
+3,589 CPU s; two decoder layers to the 4,000-step cap, 98.06, -1.86 [-2.32, -1.46], 39 min,
+1.20x its CPU; at step 3,250 (0.98x) -1.92 [-2.35, -1.51]: a miss, 3.8% of its test sentences
+with a wrong agreement particle (the AR's 0%).
 
 The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
 config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
