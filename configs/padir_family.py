@@ -83,7 +83,9 @@ held-aside vso draw one layer -0.45 [-0.73, -0.19] at 0.99x. osv_clause against 
 --dag-decoder-layers 2 --dag-beam-on-valid`): the AR 3,250 steps (early stop), 99.92, 33 min,
 3,589 CPU s; two decoder layers to the 4,000-step cap, 98.06, -1.86 [-2.32, -1.46], 39 min,
 1.20x its CPU; at step 3,250 (0.98x) -1.92 [-2.35, -1.51]: a miss, 3.8% of its test sentences
-with a wrong agreement particle (the AR's 0%).
+with a wrong agreement particle (the AR's 0%). Three (the default; `--workdir
+runs/padir_family_osv3`, the same corpus and AR): 3,750 steps (early stop), 99.39, -0.54 [-0.81,
+-0.29], 46 min, 1.44x its CPU; at step 2,500 (0.98x) -1.22 [-1.59, -0.87].
 
 The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
 config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
