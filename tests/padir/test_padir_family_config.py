@@ -10,6 +10,7 @@ import os
 import shutil
 
 import pytest
+from conftest import REPO
 from padir_util import benchmark_module
 
 from configs import padir_family
@@ -18,7 +19,10 @@ from padir.data import grammar
 from padir.jobs import train as train_job
 from padir.training import loop as training
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# where a benchmark run's config and train.py's may differ: the paths, the vocabulary size the
+# toy corpus allows, the progress bar and the checkpoints the benchmark keeps
+PATHS = ("data.corpus_dir", "data.vocab_path", "data.vocab_size", "init_from")
+KEPT = ("train.progress_bar", "train.keep_checkpoints")
 
 
 @pytest.mark.parametrize("model", padir_family.MODELS)
@@ -152,8 +156,6 @@ def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_a
   # the teacher's translations, as if made: the benchmark then only points its student there
   os.makedirs(f"{root}/data/{task}_distilled")
   open(f"{root}/data/{task}_distilled/{distill.MANIFEST}", "w").close()
-  paths = ("data.corpus_dir", "data.vocab_path", "data.vocab_size", "init_from")
-  kept = ("train.progress_bar", "train.keep_checkpoints")
   for model, steps in (("ar", 8_000), ("dag", 3_000)):
     c = padir_family.get_config(f"{task},{model}")
     bench = _flat(family.run_config(model, task, root, _bench_args(steps)).to_dict())
@@ -178,8 +180,8 @@ def test_a_bible_task_is_the_benchmarks_config_its_students_distilled_from_its_a
       assert all(k.startswith("distill.") for k in set(mine) - set(bench))
       mine = {k: v for k, v in mine.items() if not k.startswith("distill.")}
     assert set(mine) == set(bench)
-    differ = {k for k in mine if mine[k] != bench[k]}
-    assert differ <= {*paths, *kept}, {k: (mine[k], bench[k]) for k in differ - {*paths, *kept}}
+    differ = {k for k in mine if mine[k] != bench[k]} - {*PATHS, *KEPT}
+    assert not differ, {k: (mine[k], bench[k]) for k in differ}
     assert mine["data.vocab_size"] == 8_000 > bench["data.vocab_size"]  # (the toy corpus's)
     ref = padir_bible_en_es_ar.get_config()
     for k in ("d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers"):
@@ -279,12 +281,10 @@ def test_es_en_students_overrides_are_the_benchmarks_recipe_key_for_key(tmp_path
   del mine["job"], bench["job"]
   mine = {k: v for k, v in mine.items() if not k.startswith("distill.")}
   assert set(mine) == set(bench)
-  paths = ("data.corpus_dir", "data.vocab_path", "data.vocab_size", "init_from")
-  kept = ("train.progress_bar", "train.keep_checkpoints")
-  differ = {k for k in mine if mine[k] != bench[k]} - {*paths, *kept}
+  differ = {k for k in mine if mine[k] != bench[k]} - {*PATHS, *KEPT}
   assert not differ, {k: (mine[k], bench[k]) for k in differ}
   assert (mine["model.dropout_rate"], mine["train.num_train_steps"]) == (0.1, 2000)
-  with open(os.path.join(ROOT, "docs", "padir_family_bible.md"), encoding="utf-8") as f:
+  with open(REPO / "docs" / "padir_family_bible.md", encoding="utf-8") as f:
     page = " ".join(f.read().split())  # the overrides as the page gives them
   for key, value in ES_EN_STUDENT.items():
     assert f"--config.{key}={value}" in page, key
