@@ -21,22 +21,15 @@ gain over 0.2, at 4,000 steps at most.
 
 Results, the DAG trained with glancing 0.5 -> 0.3 (`python benchmarks/padir_family.py --workdir
 runs/padir_family --patience 3 --steps 4000 --models ar,dag --dag-glancing 0.5:0.3 --tasks
-sov,mirror`, and `--tasks vso --grammar-seed 1`; without glancing, the default since: the last
+sov`; mirror and vso SEED 1 against today's AR below; without glancing, the default since: the last
 four rows (`--tasks vos_fertile` on 2026-12-01, each model alone) and the two after
 (`--tasks osv_clause` on 2026-12-02); test split, 1,024 pairs, against AR greedy with the paired bootstrap; 2 cores shared with one to three other
-jobs, 2026-11-28; `--tasks mirror --grammar-seed 1` on 2026-11-29, AR and DAG side by side,
-nothing else running; the other tasks: docs/padir_family.md):
+jobs, 2026-11-28; the other tasks: docs/padir_family.md):
 
 | task | model | steps | test BLEU | vs AR greedy [95%] | CPU s | wall |
 |---|---|---|---|---|---|---|
 | sov | ar | 2,750 (early stop) | 99.93 | reference | 2,590 | 44 min |
 | sov | dag (beam 1.0:1.5) | 3,250 (early stop) | 99.80 | -0.13 [-0.33, +0.06] | 3,558 | 63 min |
-| mirror | ar | 2,500 (early stop) | 99.97 | reference | 1,477 | 25 min |
-| mirror | dag (beam 0.5:1.0) | 3,500 (early stop) | 99.59 | -0.38 [-0.63, -0.16] | 3,379 | 61 min |
-| vso, held aside (SEED 1) | ar | 2,750 (early stop) | 99.98 | reference | 2,143 | 31 min |
-| vso, held aside | dag (beam 1.0:1.5) | 3,750 (early stop) | 99.41 | -0.57 [-0.82, -0.35] | 4,078 | 73 min |
-| mirror, held aside (SEED 1) | ar | 2,750 (early stop) | 99.97 | reference | 3,504 | 58 min |
-| mirror, held aside | dag (beam 0.5:1.0) | 3,000 (early stop) | 98.96 | -1.01 [-1.41, -0.68] | 4,613 | 68 min |
 | osv_clause | ar | 3,500 (early stop) | 99.95 | reference | 6,451 * | 101 min * |
 | osv_clause | dag (beam 1.0:1.5) | 4,000 (the cap) | 98.17 | -1.77 [-2.23, -1.36] | 7,814 * | 117 min * |
 | sov | ctc | 4,000 (the cap) | 98.74 | -1.19 [-1.59, -0.82] | 9,751 | (2026-11-27) |
@@ -85,7 +78,16 @@ held-aside vso draw one layer -0.45 [-0.73, -0.19] at 0.99x. osv_clause against 
 1.20x its CPU; at step 3,250 (0.98x) -1.92 [-2.35, -1.51]: a miss, 3.8% of its test sentences
 with a wrong agreement particle (the AR's 0%). Three (the default; `--workdir
 runs/padir_family_osv3`, the same corpus and AR): 3,750 steps (early stop), 99.39, -0.54 [-0.81,
--0.29], 46 min, 1.44x its CPU; at step 2,500 (0.98x) -1.22 [-1.59, -0.87].
+-0.29], 46 min, 1.44x its CPU; at step 2,500 (0.98x) -1.22 [-1.59, -0.87]. The first vso draw
+and mirror against today's AR (2026-12-08, each run alone and quiet, a faster machine: an AR
+step 0.35-0.40 s; `--workdir runs/padir_family_dec1 --tasks vso --grammar-seed 1
+--dag-decoder-layers 1 --dag-beam-on-valid`, `--workdir runs/padir_family_dec2 --tasks mirror
+--dag-decoder-layers 2 --dag-beam-on-valid`): vso, held aside, the AR 3,000 steps (early stop),
+99.98, 20 min, 2,194 CPU s; one decoder layer 3,500 (early stop), 99.24, -0.74 [-1.05, -0.47],
+17 min, 0.84x its CPU. mirror: the AR 2,750 (early stop), 100.00, 16 min, 1,753 CPU s; two
+layers 3,500 (early stop), 99.48, -0.52 [-0.80, -0.28], 22 min, 1.41x; at step 2,250 (0.90x)
+-0.77 [-1.10, -0.45]. mirror SEED 1 (--grammar-seed 1 there): the AR 3,250 (early stop), 99.97,
+20 min, 2,141 CPU s; two layers 3,000 (early stop), 99.08, -0.89 [-1.29, -0.56], 18 min, 0.95x.
 
 The Bible pair, bible_en_es (KJV -> Reina-Valera) and bible_es_en: every model on the Bible AR
 config's data (data/TASK, written by the first run from the offline text), backbone (d = 256,
